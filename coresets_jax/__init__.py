@@ -1,0 +1,36 @@
+"""coresets_jax: Bayesian coresets in JAX.
+
+model -> pi_hat (`laplace`, `prior`, `samples`) -> `project` -> `build` (sparse solver) -> inference.
+"""
+
+from . import data, metrics, models, solvers
+from .construct import METHODS, build, coreset, relative_error
+from .data import load_npz
+from .model import Model, log_joint, log_likelihoods
+from .pihat import GaussianApproximation, laplace, prior, samples
+from .projection import NORMS, project
+from .solvers import Coreset
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Coreset",
+    "GaussianApproximation",
+    "METHODS",
+    "Model",
+    "NORMS",
+    "build",
+    "coreset",
+    "data",
+    "laplace",
+    "load_npz",
+    "log_joint",
+    "log_likelihoods",
+    "metrics",
+    "models",
+    "prior",
+    "project",
+    "relative_error",
+    "samples",
+    "solvers",
+]

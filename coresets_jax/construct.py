@@ -1,0 +1,136 @@
+"""Public construction entry points: `build` on projected vectors and `coreset` for the whole pipeline.
+
+The pipeline reads in the order the data flows: model -> pi_hat -> project -> solve (HC Algorithm 3).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Optional
+
+import jax
+import jax.numpy as jnp
+
+from . import _validate, pihat as _pihat
+from .model import Model
+from .projection import project
+from .solvers import RANDOM_METHODS, REGISTRY, Coreset, make_problem, run
+
+__all__ = ["build", "coreset", "relative_error", "METHODS"]
+
+METHODS = tuple(REGISTRY)
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(method: str, size: int, options: tuple):
+    """One jitted (V, key) -> result per (method, size, options): same shapes never recompile."""
+    solver = REGISTRY[method](size, **dict(options))
+
+    @jax.jit
+    def solve(V, key):
+        return run(solver, make_problem(V), key)
+
+    return solve
+
+
+def _check_options(method: str, options: dict) -> tuple:
+    params = inspect.signature(REGISTRY[method]).parameters
+    allowed = [p for p in params if p != "size"]
+    for name, value in options.items():
+        if name not in allowed:
+            raise ValueError(f"{name}: not an option of method {method!r}; its options are {allowed}")
+        if isinstance(value, (list, dict, jax.Array)):
+            raise ValueError(f"{name}: options must be plain Python scalars or strings, got "
+                             f"{type(value).__name__}")
+    return tuple(sorted(options.items()))
+
+
+def build(V: Any, size: int, method: str = "frank_wolfe", key: Optional[jax.Array] = None,
+          **options) -> Coreset:
+    """Build a coreset from projected vectors V (N, J) with the named solver.
+
+    Args:
+      V: projected log-likelihoods, e.g. from `cj.project`.
+      size: M, the capacity of the coreset. For greedy methods it is also the iteration budget: a point may
+        be chosen again, so `num_points` can be below `size`.
+      method: one of `cj.METHODS`.
+      key: PRNG key; required by the random methods ("uniform", "importance").
+      **options: solver options, e.g. `step_rule="fixed"` for Frank–Wolfe.
+
+    Returns:
+      A `Coreset` with `indices`, `weights` (shape (size,)) and solver diagnostics in `info`.
+    """
+    _validate.check_choice(method, REGISTRY, "method")
+    V = _validate.check_matrix(V, "V")
+    n = V.shape[0]
+    size = _validate.check_size(size, n)
+    if method in RANDOM_METHODS:
+        key = _validate.check_key(key)
+    else:
+        key = jax.random.key(0) if key is None else _validate.check_key(key)
+    norms = jnp.linalg.norm(V.astype(jnp.promote_types(V.dtype, jnp.float32)), axis=1)
+    if not bool(jnp.any(norms > 0)):
+        raise ValueError("V: every row is zero, so there is nothing to approximate")
+    solve = _compiled(method, size, _check_options(method, options))
+    indices, weights, info = solve(V, key)
+    if not bool(jnp.all(jnp.isfinite(weights))):
+        raise FloatingPointError(f"method {method!r} produced non-finite weights; please report this")
+    return Coreset(indices, weights, info, method)
+
+
+def relative_error(V: jax.Array, weights: Any, squared: bool = False) -> jax.Array:
+    """||sum_n v_n - V^T w|| / ||sum_n v_n|| (squared if asked); `weights` is a Coreset or a dense (N,)."""
+    acc = jnp.promote_types(V.dtype, jnp.float32)
+    if isinstance(weights, Coreset):
+        approx = weights.weights.astype(acc) @ V[weights.indices].astype(acc)
+    else:
+        approx = jnp.asarray(weights, acc) @ V.astype(acc)
+    target = jnp.sum(V.astype(acc), axis=0)
+    err = jnp.sum(jnp.square(target - approx)) / jnp.sum(jnp.square(target))
+    return err if squared else jnp.sqrt(err)
+
+
+def _resolve_pi_hat(pi_hat: Any, model: Model, data: Any, key: jax.Array):
+    if pi_hat is None:
+        return _pihat.laplace(model, data, key=key)
+    if isinstance(pi_hat, str):
+        if pi_hat == "laplace":
+            return _pihat.laplace(model, data, key=key)
+        if pi_hat == "prior":
+            return _pihat.prior(model, data)
+        raise ValueError(f"pi_hat: unknown value {pi_hat!r}; expected 'laplace', 'prior', an (S, D) array "
+                         "of samples, or an object with .sample(key, num)")
+    if hasattr(pi_hat, "sample"):
+        return pi_hat
+    return _pihat.samples(pi_hat)
+
+
+def coreset(model: Model, data: Any, size: int, method: str = "frank_wolfe",
+            key: Optional[jax.Array] = None, *, norm: str = "fisher", num_features: int = 500,
+            pi_hat: Any = None, dtype=None, **options) -> Coreset:
+    """The whole pipeline of HC Algorithm 3: pi_hat, random projection, then the sparse solver.
+
+    Args:
+      model, data: the model and its data pytree (leading axis N).
+      size: M, the coreset capacity.
+      method: solver name, as in `build`.
+      key: PRNG key (split for pi_hat, projection and solver).
+      norm: "fisher" | "l2" | "centered".
+      num_features: J, the projection dimension.
+      pi_hat: None or "laplace" (default), "prior", an (S, D) array of samples, or any object with
+        `.sample(key, num)` (e.g. `cj.laplace(...)`).
+      dtype: projection dtype (float32 default).
+    """
+    key = jax.random.key(0) if key is None else _validate.check_key(key)
+    _validate.check_choice(method, REGISTRY, "method")
+    _validate.check_choice(norm, ("fisher", "l2", "centered"), "norm")
+    n = _validate.check_data(data)
+    _validate.check_size(size, n)
+    if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < 1:
+        raise ValueError(f"num_features: must be a positive integer, got {num_features!r}")
+    key_pi, key_theta, key_proj, key_solve = jax.random.split(key, 4)
+    approx = _resolve_pi_hat(pi_hat, model, data, key_pi)
+    thetas = approx.sample(key_theta, num_features)
+    V = project(model, data, thetas, norm=norm, key=key_proj, dtype=dtype)
+    return build(V, size, method, key_solve, **options)

@@ -1,0 +1,109 @@
+"""Random projection of the N log-likelihoods into R^J (HC Algorithm 3; IHT §2).
+
+Given samples theta_1..theta_J ~ pi_hat:
+- "l2" (HC Eq. 5.10):       v_n = sqrt(1/J) [L_n(theta_1), ..., L_n(theta_J)]
+- "fisher" (HC Eq. 5.7):    v_n = sqrt(D/J) [grad L_n(theta_1)_{d_1}, ..., grad L_n(theta_J)_{d_J}],
+                            d_j ~ Unif{1..D}
+- "centered" (IHT §2):      v_n = sqrt(1/J) [L_n(theta_j) - mean_j' L_n(theta_j')]_j
+
+The features are computed with `vmap`/`grad` of the user's function, streamed over N in chunks with
+`lax.map(..., batch_size=chunk_size)`, so peak memory is V plus one chunk of intermediates.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Optional
+
+import jax
+import jax.numpy as jnp
+
+from . import _validate
+from .model import Model
+
+__all__ = ["project", "NORMS"]
+
+NORMS = ("fisher", "l2", "centered")
+Array = jax.Array
+
+
+def _datum_features(model: Model, norm: str, thetas: Array, coords: Array):
+    """Returns datum -> (J,) unscaled feature row."""
+    if norm == "fisher":
+        grad_fn = model.grad_log_likelihood or jax.grad(model.log_likelihood)
+        cols = jnp.arange(thetas.shape[0])
+
+        def features(datum):
+            grads = jax.vmap(grad_fn, in_axes=(0, None))(thetas, datum)  # (J, D)
+            return grads[cols, coords]
+    else:
+        def features(datum):
+            lls = jax.vmap(model.log_likelihood, in_axes=(0, None))(thetas, datum)
+            return lls - jnp.mean(lls) if norm == "centered" else lls
+    return features
+
+
+@functools.partial(jax.jit, static_argnames=("model", "norm", "chunk_size", "dtype"))
+def _project(model: Model, data: Any, thetas: Array, coords: Array, norm: str, chunk_size: int, dtype):
+    num_features, dim = thetas.shape
+    scale = jnp.sqrt((dim if norm == "fisher" else 1.0) / num_features).astype(dtype)
+    features = _datum_features(model, norm, thetas, coords)
+    return jax.lax.map(lambda datum: (features(datum) * scale).astype(dtype), data,
+                       batch_size=chunk_size)
+
+
+def _cast_floats(tree: Any, dtype) -> Any:
+    return jax.tree_util.tree_map(
+        lambda x: jnp.asarray(x).astype(dtype) if jnp.issubdtype(jnp.result_type(x), jnp.floating)
+        else jnp.asarray(x), tree)
+
+
+def _default_chunk(num_features: int, dim: int) -> int:
+    # Keep one chunk's (chunk, J, D) gradient intermediates near 64 MiB of float32.
+    return int(max(64, min(16384, (16 << 20) // max(1, num_features * max(dim, 1)))))
+
+
+def project(model: Model, data: Any, thetas: Array, norm: str = "fisher", key: Optional[Array] = None, *,
+            dtype=None, chunk_size: Optional[int] = None) -> Array:
+    """Project the log-likelihoods onto J = len(thetas) random features (HC Algorithm 3).
+
+    Args:
+      model: the model whose `log_likelihood` is projected.
+      data: data pytree with leading axis N.
+      thetas: (J, D) samples from pi_hat.
+      norm: "fisher" (Eq. 5.7), "l2" (Eq. 5.10) or "centered" (IHT §2).
+      key: draws the Fisher coordinates d_j; required for norm="fisher".
+      dtype: float32 by default; jnp.float64 needs `jax_enable_x64`.
+      chunk_size: rows per chunk of the streamed computation.
+
+    Returns:
+      V of shape (N, J) with <v_n, v_m> estimating <L_n, L_m> (Theorem 5.2).
+    """
+    n = _validate.check_data(data)
+    _validate.check_choice(norm, NORMS, "norm")
+    thetas = jnp.asarray(thetas)
+    if thetas.ndim != 2 or thetas.shape[0] < 1:
+        raise ValueError(f"thetas: expected shape (J, D) with J >= 1, got {thetas.shape}")
+    _validate.check_finite(thetas, "thetas")
+    dtype = jnp.dtype(jnp.float32 if dtype is None else dtype)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise ValueError(f"dtype: expected a floating dtype, got {dtype}")
+    if dtype == jnp.float64 and not jax.config.jax_enable_x64:
+        raise ValueError("dtype: float64 needs jax.config.update('jax_enable_x64', True) "
+                         "(or JAX_ENABLE_X64=1) before any arrays are created")
+    num_features, dim = thetas.shape
+    if norm == "fisher":
+        coords = jax.random.randint(_validate.check_key(key), (num_features,), 0, dim)
+    else:
+        coords = jnp.zeros((num_features,), jnp.int32)
+    if chunk_size is None:
+        chunk_size = _default_chunk(num_features, dim)
+    elif chunk_size < 1:
+        raise ValueError(f"chunk_size: must be at least 1, got {chunk_size}")
+    chunk_size = int(min(chunk_size, n))
+    V = _project(model, _cast_floats(data, dtype), thetas.astype(dtype), coords, norm, chunk_size, dtype)
+    if not bool(jnp.all(jnp.isfinite(V))):
+        rows = jnp.nonzero(~jnp.all(jnp.isfinite(V), axis=1), size=1)[0]
+        raise ValueError(f"model: log_likelihood (or its gradient) returned non-finite values at pi_hat's "
+                         f"samples, first at data row {int(rows[0])}; check the model or pi_hat")
+    return V

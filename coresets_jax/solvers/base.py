@@ -1,0 +1,221 @@
+"""The solver interface every construction shares.
+
+All Hilbert-coreset solvers approximate the vector sum of the projected log-likelihoods,
+
+    min_w ||sum_n v_n - V^T w||^2  s.t.  w >= 0, ||w||_0 <= M          (HC Eq. 3.2, IHT Eq. 2)
+
+A solver is a `Solver(init, step, done, extract)` of pure functions, with its hyperparameters (capacity M,
+step rule, tolerances) bound by its constructor:
+
+    state = init(problem, key)        # first iterate, cached quantities
+    state = step(problem, state)      # one iteration
+    done(state) -> bool scalar        # stop predicate
+    extract(state) -> (indices, weights, info)
+
+`run(solver, problem, key)` drives any solver in one `lax.while_loop`. `Problem` carries V together with the
+quantities every solver needs (row norms sigma_n, target sum_n v_n), so each is computed once. V is passed
+explicitly, never closed over, so that the same compiled loop serves any V of the same shape, a sharded V
+(XLA partitions the matvecs and reductions), or a compressed factor A of V = A B^T with B orthonormal (which
+preserves every inner product the solvers use).
+
+Shared pieces live here once: the bounded-capacity support (`Support`), masked argmax over valid rows,
+and the residual bookkeeping.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+__all__ = [
+    "Coreset",
+    "Problem",
+    "Solver",
+    "Support",
+    "make_problem",
+    "masked_argmax",
+    "run",
+    "support_add",
+    "support_empty",
+    "support_scale",
+]
+
+Array = jax.Array
+
+
+# --------------------------------------------------------------------------------------------------------
+# The result.
+
+
+@jax.tree_util.register_pytree_node_class
+@dataclasses.dataclass(frozen=True)
+class Coreset:
+    """A weighted subset of fixed capacity.
+
+    Attributes:
+      indices: (capacity,) int rows of the dataset; unused slots hold 0 with weight 0.
+      weights: (capacity,) non-negative weights; 0 on padding.
+      info: dict of array diagnostics from the solver (e.g. Frank–Wolfe line-search steps, error).
+      method: the construction's name (static).
+    """
+
+    indices: Array
+    weights: Array
+    info: dict = dataclasses.field(default_factory=dict)
+    method: str = ""
+
+    def tree_flatten(self):
+        return (self.indices, self.weights, self.info), self.method
+
+    @classmethod
+    def tree_unflatten(cls, method, children):
+        indices, weights, info = children
+        return cls(indices, weights, info, method)
+
+    @property
+    def capacity(self) -> int:
+        return int(self.indices.shape[0])
+
+    @property
+    def num_points(self) -> int:
+        """Number of rows with weight > 0 (a Python int, so not usable under `jit`)."""
+        return int(jnp.count_nonzero(self.weights > 0))
+
+    def dense(self, n: int) -> Array:
+        """The full weight vector of length N."""
+        return jnp.zeros(n, self.weights.dtype).at[self.indices].add(self.weights)
+
+    def compact(self) -> "Coreset":
+        """Only the slots with positive weight (a concrete, variable-size coreset)."""
+        keep = self.weights > 0
+        return Coreset(self.indices[keep], self.weights[keep], self.info, self.method)
+
+    def __repr__(self) -> str:
+        return (f"Coreset(method={self.method!r}, capacity={self.indices.shape[0]}, "
+                f"num_points={self.num_points}, total_weight={float(jnp.sum(self.weights)):.4g})")
+
+
+# --------------------------------------------------------------------------------------------------------
+# The problem: V plus the cached quantities every solver uses.
+
+
+class Problem(NamedTuple):
+    """V (N, J) with its row norms sigma_n = ||v_n|| and target sum_n v_n (HC Eq. 3.3).
+
+    `valid` masks rows with sigma_n > 0: zero rows cannot help approximate the sum and are never selected
+    nor divided by.
+    """
+
+    V: Array
+    norms: Array
+    target: Array
+    valid: Array
+
+
+def make_problem(V: Array) -> Problem:
+    """Row norms and target in one pass, accumulated in at least float32."""
+    acc = jnp.promote_types(V.dtype, jnp.float32)
+    Vf = V.astype(acc)
+    norms = jnp.sqrt(jnp.sum(jnp.square(Vf), axis=1))
+    return Problem(V, norms, jnp.sum(Vf, axis=0), norms > 0)
+
+
+def masked_argmax(scores: Array, valid: Array) -> Array:
+    """argmax over valid rows; invalid rows score -inf."""
+    return jnp.argmax(jnp.where(valid, scores, -jnp.inf))
+
+
+# --------------------------------------------------------------------------------------------------------
+# A support of bounded capacity, for solvers that add one point per iteration.
+
+
+class Support(NamedTuple):
+    """Selected rows and their weights; slots [0, count) are in use."""
+
+    indices: Array
+    weights: Array
+    count: Array
+
+
+def support_empty(capacity: int, dtype) -> Support:
+    return Support(jnp.zeros(capacity, jnp.int32), jnp.zeros(capacity, dtype), jnp.asarray(0, jnp.int32))
+
+
+def support_slot(support: Support, row: Array) -> tuple[Array, Array]:
+    """(slot holding `row` or the next free slot, whether `row` is already present)."""
+    slots = jnp.arange(support.indices.shape[0])
+    hit = (support.indices == row) & (slots < support.count)
+    present = jnp.any(hit)
+    return jnp.where(present, jnp.argmax(hit), support.count), present
+
+
+def support_add(support: Support, row: Array, amount: Array) -> Support:
+    """Add `amount` to row's weight, taking a new slot if the row is new.
+
+    The caller guarantees capacity (greedy solvers add at most one row per iteration, and run at most
+    `capacity` iterations); a full support re-uses the last slot rather than writing out of bounds.
+    """
+    slot, present = support_slot(support, row)
+    slot = jnp.minimum(slot, support.indices.shape[0] - 1)
+    return Support(support.indices.at[slot].set(row.astype(jnp.int32)),
+                   support.weights.at[slot].add(amount.astype(support.weights.dtype)),
+                   support.count + jnp.where(present, 0, 1).astype(jnp.int32))
+
+
+def support_scale(support: Support, factor: Array) -> Support:
+    return support._replace(weights=support.weights * factor.astype(support.weights.dtype))
+
+
+def support_combination(problem: Problem, support: Support) -> Array:
+    """V^T w over the support only: O(capacity * J), no pass over V."""
+    rows = problem.V[support.indices].astype(problem.target.dtype)
+    return support.weights.astype(rows.dtype) @ rows
+
+
+# --------------------------------------------------------------------------------------------------------
+# The protocol and its driver.
+
+
+class Solver(NamedTuple):
+    """A sparse non-negative vector-sum solver as pure functions (see the module docstring)."""
+
+    init: Callable[[Problem, Array], Any]
+    step: Callable[[Problem, Any], Any]
+    done: Callable[[Any], Array]
+    extract: Callable[[Any], tuple[Array, Array, dict]]
+
+
+def run(solver: Solver, problem: Problem, key: Array) -> tuple[Array, Array, dict]:
+    """Drive `solver` to completion in one `lax.while_loop`; traceable, so jit it from the outside."""
+    state = solver.init(problem, key)
+    state = jax.lax.while_loop(lambda s: jnp.logical_not(solver.done(s)),
+                               lambda s: solver.step(problem, s), state)
+    return solver.extract(state)
+
+
+def aggregate_draws(draws: Array, amounts: Array, dtype) -> Support:
+    """Merge repeated draws into unique rows with summed weights (capacity = number of draws).
+
+    Used by the sampling constructions, where the multinomial counts M_n become weights (HC Algorithm 1).
+    """
+    order = jnp.argsort(draws)
+    rows, amounts = draws[order], amounts[order].astype(dtype)
+    first = jnp.concatenate([jnp.ones((1,), bool), rows[1:] != rows[:-1]])
+    group = jnp.cumsum(first) - 1
+    capacity = draws.shape[0]
+    indices = jnp.zeros(capacity, jnp.int32).at[group].set(rows.astype(jnp.int32))
+    weights = jnp.zeros(capacity, dtype).at[group].add(amounts)
+    return Support(indices, weights, group[-1] + 1)
+
+
+def one_shot(construct: Callable[[Problem, Array], Support]) -> Solver:
+    """A non-iterative construction (uniform, importance sampling) as a Solver: init does the work."""
+    return Solver(
+        init=construct,
+        step=lambda problem, state: state,
+        done=lambda state: jnp.asarray(True),
+        extract=lambda state: (state.indices, state.weights, {}),
+    )

@@ -1,0 +1,27 @@
+"""Hilbert importance sampling, HC Algorithm 1.
+
+Draw (M_1..M_N) ~ Multi(M, sigma_n / sigma) and weight W_n = (sigma / sigma_n)(M_n / M). The choice
+p_n ∝ sigma_n minimises the expected squared error, which is E||L(W) - L||^2 = sigma^2 eta^2 / M (Eq. 4.1);
+W is unbiased, E[W] = 1. Rows with sigma_n = 0 have probability 0.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .base import Problem, Solver, aggregate_draws, one_shot
+
+__all__ = ["importance"]
+
+
+def importance(size: int) -> Solver:
+    def construct(problem: Problem, key: jax.Array):
+        sigma_n = problem.norms
+        sigma = jnp.sum(sigma_n)
+        log_p = jnp.where(problem.valid, jnp.log(jnp.where(problem.valid, sigma_n, 1.0)), -jnp.inf)
+        draws = jax.random.categorical(key, log_p, shape=(size,))
+        amounts = sigma / (sigma_n[draws] * size)
+        return aggregate_draws(draws, amounts, problem.target.dtype)
+
+    return one_shot(construct)
