@@ -1,0 +1,111 @@
+"""Built-in models and the Laplace approximation against closed forms."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+import coresets_jax as cj
+
+
+@pytest.fixture(scope="module")
+def glm_data():
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(size=(50, 2)), np.ones((50, 1))], axis=1).astype(np.float32)
+    theta = rng.normal(size=3).astype(np.float32)
+    return X, theta
+
+
+def test_logistic_log_likelihood_and_gradient_closed_form(glm_data):
+    X, theta = glm_data
+    y = np.where(np.arange(50) % 3 == 0, 1.0, -1.0).astype(np.float32)
+    model = cj.models.logistic_regression()
+    ll = cj.log_likelihoods(model, jnp.asarray(theta), (X, y))
+    z = y * (X @ theta)
+    np.testing.assert_allclose(ll, -np.log1p(np.exp(-z)), rtol=1e-5, atol=1e-6)
+    grads = jax.vmap(model.grad_log_likelihood, (None, 0))(jnp.asarray(theta), (X, y))
+    autodiff = jax.vmap(jax.grad(model.log_likelihood), (None, 0))(jnp.asarray(theta), (X, y))
+    expected = (y / (1 + np.exp(z)))[:, None] * X
+    np.testing.assert_allclose(grads, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(autodiff, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_poisson_log_likelihood_matches_scipy_and_gradient(glm_data):
+    X, theta = glm_data
+    rate = np.log1p(np.exp(X @ theta))
+    y = np.random.default_rng(1).poisson(rate).astype(np.float32)
+    model = cj.models.poisson_regression()
+    ll = cj.log_likelihoods(model, jnp.asarray(theta), (X, y))
+    np.testing.assert_allclose(ll, stats.poisson.logpmf(y, rate), rtol=1e-4, atol=1e-5)
+    grads = jax.vmap(model.grad_log_likelihood, (None, 0))(jnp.asarray(theta), (X, y))
+    autodiff = jax.vmap(jax.grad(model.log_likelihood), (None, 0))(jnp.asarray(theta), (X, y))
+    np.testing.assert_allclose(grads, autodiff, rtol=1e-4, atol=1e-5)
+
+
+def test_gaussian_prior_normalised():
+    model = cj.models.logistic_regression(prior_scale=2.0)
+    theta = jnp.array([0.3, -1.0, 2.0])
+    expected = stats.multivariate_normal(np.zeros(3), 4.0 * np.eye(3)).logpdf(np.asarray(theta))
+    np.testing.assert_allclose(model.log_prior(theta), expected, rtol=1e-5)
+
+
+def test_gaussian_mean_posterior_matches_numpy_conjugate_update():
+    rng = np.random.default_rng(2)
+    y = rng.normal(size=(30, 3))
+    w = rng.exponential(size=30)
+    mu0 = np.array([0.5, -0.2, 1.0])
+    # Conjugate Gaussian update written independently: precision adds, natural parameters add.
+    prec = np.eye(3) + w.sum() * np.eye(3)
+    cov = np.linalg.inv(prec)
+    mean = cov @ (mu0 + (w[:, None] * y).sum(0))
+    got_mean, got_cov = cj.models.gaussian_mean_posterior(jnp.asarray(y, jnp.float32),
+                                                          jnp.asarray(w, jnp.float32), mu0)
+    np.testing.assert_allclose(got_mean, mean, rtol=1e-5)
+    np.testing.assert_allclose(got_cov, cov, rtol=1e-5)
+
+
+def test_gaussian_mean_fisher_vectors_have_eq_6_5_gram():
+    rng = np.random.default_rng(3)
+    y = rng.normal(size=(40, 2))
+    mu = (y.sum(0)) / (1 + 40)
+    K = 2.0 / (1 + 40) + (mu - y) @ (mu - y).T  # HC Eq. 6.5
+    V = np.asarray(cj.models.gaussian_mean_fisher_vectors(jnp.asarray(y, jnp.float32)))
+    np.testing.assert_allclose(V @ V.T, K, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["newton", "optax"])
+def test_laplace_is_exact_for_the_gaussian_mean_model(method):
+    y = cj.data.synthetic_gaussian(jax.random.key(0), 200, dim=3, mean=[1.0, -2.0, 0.5])
+    model = cj.models.gaussian_mean(3)
+    approx = cj.laplace(model, y, method=method)
+    mean, cov = model.posterior(y, None)
+    np.testing.assert_allclose(approx.mean, mean, atol=1e-4)
+    np.testing.assert_allclose(approx.cov, cov, rtol=1e-3, atol=1e-6)
+
+
+def test_laplace_on_logistic_finds_the_mode_and_subsample_is_close():
+    ds = cj.data.synthetic_logistic(jax.random.key(1), 5_000)
+    model = cj.models.logistic_regression()
+    approx = cj.laplace(model, ds.train)
+    grad = jax.grad(lambda t: cj.log_joint(model, t, ds.train))(approx.mean)
+    assert float(jnp.max(jnp.abs(grad))) < 1e-2
+    # Inverse covariance equals the negative Hessian of the log posterior at the mode.
+    hess = jax.hessian(lambda t: cj.log_joint(model, t, ds.train))(approx.mean)
+    np.testing.assert_allclose(np.linalg.inv(np.asarray(approx.cov)), -np.asarray(hess), rtol=1e-3)
+    sub = cj.laplace(model, ds.train, key=jax.random.key(2), subsample=1_000)
+    sd = np.sqrt(np.diag(approx.cov))
+    assert np.all(np.abs(np.asarray(sub.mean - approx.mean)) < 6 * sd * np.sqrt(5))
+    np.testing.assert_allclose(np.diag(sub.cov), np.diag(approx.cov), rtol=0.5)
+
+
+def test_pi_hat_sampling_moments():
+    approx = cj.GaussianApproximation(jnp.array([1.0, -1.0]), jnp.array([[2.0, 0.5], [0.5, 1.0]]))
+    draws = np.asarray(approx.sample(jax.random.key(3), 20_000))
+    np.testing.assert_allclose(draws.mean(0), [1.0, -1.0], atol=0.05)
+    np.testing.assert_allclose(np.cov(draws.T), [[2.0, 0.5], [0.5, 1.0]], atol=0.08)
+    supplied = cj.samples(draws[:100])
+    got = np.asarray(supplied.sample(jax.random.key(4), 100))
+    np.testing.assert_allclose(np.sort(got, 0), np.sort(draws[:100], 0))
+    with pytest.raises(ValueError, match="num"):
+        supplied.sample(jax.random.key(4), 101)
