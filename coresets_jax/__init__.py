@@ -5,6 +5,8 @@ model -> pi_hat (`laplace`, `prior`, `samples`) -> `project` -> `build` (sparse 
 
 from . import data, metrics, models, solvers
 from .construct import METHODS, build, coreset, relative_error
+from . import inference
+from .inference import Posterior, sample
 from .data import load_npz
 from .model import Model, log_joint, log_likelihoods
 from .pihat import GaussianApproximation, laplace, prior, samples
@@ -33,4 +35,7 @@ __all__ = [
     "relative_error",
     "samples",
     "solvers",
+    "inference",
+    "Posterior",
+    "sample",
 ]

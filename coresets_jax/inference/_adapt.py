@@ -1,0 +1,138 @@
+"""Warm-up adaptation shared by the Metropolis kernels of this package (MALA and RWMH).
+
+Both kernels take a global scale `step_size` and a preconditioner given by the Cholesky factor `chol` of a
+covariance C. Warm-up adapts them together, in Stan's windowed scheme:
+
+- the log scale by a Robbins–Monro recursion towards a target acceptance rate (0.574 for MALA as in LR §4
+  and App. E; 0.234 for the random walk as in HC §7.3);
+- the covariance C from the positions visited in a sequence of doubling "slow" windows (Welford
+  accumulation), shrunk towards its own diagonal; at each window end the scale restarts from the
+  optimal-scaling reference for the new covariance.
+
+The schedule is computed in Python from the static `num_warmup`, so the whole warm-up is one `lax.scan`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["AdaptState", "schedule", "run_warmup"]
+
+Array = jax.Array
+
+
+def schedule(num_warmup: int, init_buffer: int = 75, final_buffer: int = 50,
+             first_window: int = 25) -> tuple[np.ndarray, np.ndarray]:
+    """Stan's warm-up schedule: (slow, window_end) boolean arrays of length `num_warmup`.
+
+    A fast initial buffer (scale only), doubling slow windows (scale and covariance), a fast final buffer.
+    Short warm-ups use 15% / 75% / 10% as Stan does.
+    """
+    slow = np.zeros(num_warmup, bool)
+    end = np.zeros(num_warmup, bool)
+    if num_warmup < 20:
+        return slow, end
+    if init_buffer + first_window + final_buffer > num_warmup:
+        init_buffer = int(0.15 * num_warmup)
+        final_buffer = int(0.1 * num_warmup)
+        first_window = num_warmup - init_buffer - final_buffer
+    start, size = init_buffer, first_window
+    last = num_warmup - final_buffer
+    while start < last:
+        stop = start + size
+        if stop + 2 * size > last:  # the next window would not fit: stretch this one to the end
+            stop = last
+        slow[start:stop] = True
+        end[stop - 1] = True
+        start, size = stop, 2 * size
+    return slow, end
+
+
+class AdaptState(NamedTuple):
+    """Warm-up state: (log step size, step count), current Cholesky factor, Welford sums."""
+
+    da: tuple
+    chol: Array
+    count: Array
+    mean: Array
+    m2: Array
+
+
+def _shrunk_cov(count, m2):
+    """Window covariance shrunk towards its diagonal (pseudo-count 5), so it is positive definite."""
+    cov = m2 / jnp.maximum(count - 1, 1)
+    diag = jnp.diag(jnp.diag(cov))
+    cov = (count / (count + 5.0)) * cov + (5.0 / (count + 5.0)) * diag
+    jitter = 1e-10 * jnp.maximum(jnp.trace(cov) / cov.shape[0], 1e-30)
+    return cov + jitter * jnp.eye(cov.shape[0], dtype=cov.dtype)
+
+
+def run_warmup(step: Callable, state, position_of: Callable, key: Array, num_warmup: int,
+               target: float, initial_step_size, initial_chol: Array, reference_step_size: float):
+    """Adapt (step_size, chol) over `num_warmup` steps of `step(key, state, step_size, chol)`.
+
+    Args:
+      step: kernel `(key, state, step_size, chol) -> (state, info)`; `info.acceptance_rate` is used.
+      state: initial kernel state; `position_of(state)` gives its (D,) position.
+      target: target acceptance rate.
+      initial_step_size: starting scale (may be traced).
+      initial_chol: starting (D, D) Cholesky factor of the preconditioner (may be traced).
+      reference_step_size: scale the dual averaging restarts from after a new covariance estimate
+        (2.38 / sqrt(D) for the random walk, about 1.65 D^(-1/6) for MALA; Roberts & Rosenthal 2001).
+
+    Returns:
+      (final state, step_size, chol, mean acceptance rate over warm-up).
+    """
+    def da_init(step_size):
+        return (jnp.log(step_size), jnp.zeros((), step_size.dtype))
+
+    def da_update(da, acceptance_rate):
+        # Robbins–Monro on log h with gain (t + 10)^(-0.6) (Andrieu & Thoms 2008, §5); the last iterate is
+        # used. Dual averaging's average is biased here: a one-step acceptance probability is too noisy.
+        log_h, t = da
+        t = t + 1.0
+        return (log_h + (t + 10.0) ** (-0.6) * (acceptance_rate - target), t)
+
+    def da_final(da):
+        return jnp.exp(da[0])
+
+    slow, end = schedule(num_warmup, final_buffer=max(50, num_warmup // 5))
+    d = initial_chol.shape[0]
+    dtype = initial_chol.dtype
+    init = AdaptState(da_init(jnp.asarray(initial_step_size, dtype)), initial_chol,
+                      jnp.zeros((), dtype), jnp.zeros(d, dtype), jnp.zeros((d, d), dtype))
+
+    def body(carry, xs):
+        state, ad = carry
+        k, is_slow, is_end = xs
+        step_size = jnp.exp(ad.da[0])
+        state, info = step(k, state, step_size, ad.chol)
+        acc = jnp.where(jnp.isfinite(info.acceptance_rate), info.acceptance_rate, 0.0)
+        da = da_update(ad.da, acc)
+        # Welford accumulation of positions in slow windows.
+        x = position_of(state).astype(dtype)
+        count = ad.count + jnp.where(is_slow, 1.0, 0.0)
+        delta = x - ad.mean
+        mean = jnp.where(is_slow, ad.mean + delta / jnp.maximum(count, 1.0), ad.mean)
+        m2 = jnp.where(is_slow, ad.m2 + jnp.outer(delta, x - mean), ad.m2)
+
+        def close_window(_):
+            chol = jnp.linalg.cholesky(_shrunk_cov(count, m2))
+            ok = jnp.all(jnp.isfinite(chol))
+            chol = jnp.where(ok, chol, ad.chol)
+            restart = jnp.where(ok, reference_step_size, jnp.exp(da[0]))
+            return AdaptState(da_init(restart.astype(dtype)), chol, jnp.zeros_like(count),
+                              jnp.zeros_like(mean), jnp.zeros_like(m2))
+
+        ad = jax.lax.cond(is_end, close_window, lambda _: AdaptState(da, ad.chol, count, mean, m2), None)
+        return (state, ad), acc
+
+    if num_warmup == 0:
+        return state, jnp.asarray(initial_step_size, dtype), initial_chol, jnp.asarray(jnp.nan, dtype)
+    keys = jax.random.split(key, num_warmup)
+    (state, ad), acc = jax.lax.scan(body, (state, init), (keys, jnp.asarray(slow), jnp.asarray(end)))
+    return state, da_final(ad.da).astype(dtype), ad.chol, jnp.mean(acc)

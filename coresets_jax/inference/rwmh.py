@@ -1,0 +1,71 @@
+"""Gaussian random-walk Metropolis–Hastings with an adaptable proposal covariance, BlackJAX-style.
+
+HC §7.3 runs random-walk MH with a Gaussian proposal whose covariance is adapted during warm-up towards
+acceptance 0.234 (Roberts, Gelman & Gilks 1997). The proposal is theta' = theta + s L z, z ~ N(0, I), with
+L the Cholesky factor of the proposal shape C and s a global scale; it is symmetric, so the acceptance
+ratio is pi(theta') / pi(theta). Adaptation of (s, L) (Haario et al. 2001, in Stan's windows) lives in
+`_adapt.run_warmup` and is driven by `cj.sample(method="rwmh")`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["RWMHState", "RWMHInfo", "init", "build_kernel", "rwmh"]
+
+Array = jax.Array
+
+
+class RWMHState(NamedTuple):
+    """Current position and its log density (cached: the acceptance ratio needs it every step)."""
+
+    position: Array
+    logdensity: Array
+
+
+class RWMHInfo(NamedTuple):
+    acceptance_rate: Array
+    is_accepted: Array
+
+
+def init(position: Array, logdensity_fn: Callable) -> RWMHState:
+    return RWMHState(position, logdensity_fn(position))
+
+
+def build_kernel() -> Callable:
+    """Returns `one_step(rng_key, state, logdensity_fn, step_size, chol) -> (RWMHState, RWMHInfo)`."""
+
+    def one_step(rng_key, state: RWMHState, logdensity_fn: Callable, step_size, chol):
+        k_prop, k_acc = jax.random.split(rng_key)
+        z = jax.random.normal(k_prop, state.position.shape, state.position.dtype)
+        proposal = init(state.position + step_size * (chol @ z), logdensity_fn)
+        delta = proposal.logdensity - state.logdensity
+        delta = jnp.where(jnp.isnan(delta), -jnp.inf, delta)
+        accept_prob = jnp.minimum(1.0, jnp.exp(delta))
+        accepted = jnp.log(jax.random.uniform(k_acc, dtype=delta.dtype)) < delta
+        new = jax.tree_util.tree_map(lambda a, b: jnp.where(accepted, a, b), proposal, state)
+        return new, RWMHInfo(accept_prob, accepted)
+
+    return one_step
+
+
+class RWMH(NamedTuple):
+    init: Callable
+    step: Callable
+
+
+def rwmh(logdensity_fn: Callable, step_size, chol: Optional[Array] = None) -> RWMH:
+    """Bind the density and parameters: returns `(init(position), step(rng_key, state))`.
+
+    `chol` is the lower Cholesky factor of the proposal shape (identity when None).
+    """
+    kernel = build_kernel()
+
+    def step(rng_key, state):
+        c = jnp.eye(state.position.shape[0], dtype=state.position.dtype) if chol is None else chol
+        return kernel(rng_key, state, logdensity_fn, step_size, c)
+
+    return RWMH(lambda position: init(position, logdensity_fn), step)
