@@ -2,11 +2,14 @@
 
 from .gaussian import gaussian_mean, gaussian_mean_fisher_vectors, gaussian_mean_posterior
 from .glm import logistic_regression, poisson_regression
+from .linear_regression import linear_regression, linear_regression_posterior
 
 __all__ = [
     "gaussian_mean",
     "gaussian_mean_fisher_vectors",
     "gaussian_mean_posterior",
+    "linear_regression",
+    "linear_regression_posterior",
     "logistic_regression",
     "poisson_regression",
 ]
