@@ -1,0 +1,180 @@
+"""A-IHT and A-IHT II (IHT Algorithms 2 and 3) against a NumPy float64 implementation, their invariants,
+and IHT §5.1 in miniature (Gaussian posterior, closed-form forward KL)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import coresets_jax as cj
+from coresets_jax.solvers import ops
+
+
+def numpy_aiht(V, k, debias, max_iter=300, tol=1e-5):
+    """Dense float64 IHT Algorithm 2 (debias=False) / Algorithm 3 (debias=True), grad f = -2 Phi^T (y - Phi w)."""
+    Phi, y = V.T, V.sum(0)
+    n = V.shape[0]
+    w, z = np.zeros(n), np.zeros(n)
+    for _ in range(max_iter):
+        grad = -2 * Phi.T @ (y - Phi @ z)
+        in_z = z != 0
+        outside = np.where(in_z, -1.0, np.abs(grad))
+        S = in_z.copy()
+        S[np.argsort(-outside, kind="stable")[:k]] = True
+        gS = np.where(S, grad, 0.0)
+        mu = gS @ gS / (2 * np.sum((Phi @ gS) ** 2))
+        x = z - mu * grad
+        top = np.argsort(-x, kind="stable")[:k]
+        w_new = np.zeros(n)
+        w_new[top] = np.maximum(x[top], 0)
+        if debias:
+            g2 = np.where(w_new > 0, -2 * Phi.T @ (y - Phi @ w_new), 0.0)
+            if np.any(g2 != 0):
+                mu2 = g2 @ g2 / (2 * np.sum((Phi @ g2) ** 2))
+                w_new = np.maximum(w_new - mu2 * g2, 0)
+        dvec = Phi @ (w_new - w)
+        tau = (y - Phi @ w_new) @ dvec / (dvec @ dvec) if dvec @ dvec > 0 else 0.0
+        z = w_new + tau * (w_new - w)
+        w, w_prev = w_new, w
+        if np.linalg.norm(w - w_prev) <= tol * np.linalg.norm(w):
+            break
+    return w
+
+
+def objective(V, w):
+    return float(np.sum((V.sum(0) - w @ V) ** 2))
+
+
+def problem(seed, n=120, j=30):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(n, j)) + 0.4 * rng.normal(size=(1, j))
+
+
+@pytest.mark.parametrize("method", ["iht", "iht2"])
+def test_iht_objective_matches_numpy_float64(method):
+    for seed in (0, 1):
+        V = problem(seed)
+        ref = objective(V, numpy_aiht(V, 15, debias=method == "iht2"))
+        with jax.enable_x64(True):
+            cs = cj.build(jnp.asarray(V), 15, method)
+            got64 = objective(V, np.asarray(cs.dense(V.shape[0])))
+        assert abs(got64 - ref) <= 0.01 * ref, (got64, ref)
+        cs32 = cj.build(jnp.asarray(V, jnp.float32), 15, method)
+        got32 = objective(V, np.asarray(cs32.dense(V.shape[0]), np.float64))
+        assert got32 <= 1.05 * ref, (got32, ref)  # float32 rounding changes the path (notes.md)
+
+
+def test_debias_converges_faster():
+    """IHT §5.1 / appendix B: A-IHT II needs fewer iterations than A-IHT."""
+    its = {m: [] for m in ("iht", "iht2")}
+    for seed in range(3):
+        V = jnp.asarray(problem(seed), jnp.float32)
+        for m in its:
+            its[m].append(int(cj.build(V, 15, m).info["iterations"]))
+    assert np.median(its["iht2"]) < np.median(its["iht"]), its
+
+
+def test_projection_and_float64_top_k():
+    x = jnp.asarray([0.3, -2.0, 5.0, 0.1, -0.5, 4.0])
+    idx, val = ops.project_sparse_nonneg(x, 3)
+    np.testing.assert_array_equal(np.asarray(idx), [2, 5, 0])
+    np.testing.assert_allclose(np.asarray(val), [5.0, 4.0, 0.3])
+    idx, val = ops.project_sparse_nonneg(jnp.asarray([-1.0, -2.0, -3.0]), 2)
+    assert np.all(np.asarray(val) == 0)  # nothing non-negative to keep
+    idx, val = ops.project_sparse_nonneg(x, 3, total=6.0)  # sparse simplex
+    assert abs(float(val.sum()) - 6.0) < 1e-5 and np.all(np.asarray(val) >= 0)
+    rng = np.random.default_rng(0)
+    with jax.enable_x64(True):
+        v = rng.normal(size=5000)
+        vals, idx = ops.top_k(jnp.asarray(v), 40)  # float32 candidates, float64 choice
+        np.testing.assert_array_equal(np.asarray(idx), np.argsort(-v)[:40])
+        assert vals.dtype == jnp.float64
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), shift=st.floats(-0.5, 2.0), method=st.sampled_from(["iht", "iht2"]),
+       simplex=st.booleans())
+def test_iht_invariants(seed, shift, method, simplex):
+    rng = np.random.default_rng(seed)
+    V = rng.normal(size=(60, 12)) * rng.uniform(0.2, 3.0, size=(60, 1)) + shift
+    V = jnp.asarray(V, jnp.float32)
+    cs = cj.build(V, 8, method, simplex=simplex)
+    w = np.asarray(cs.weights)
+    obj = np.asarray(cs.info["objective"])
+    assert np.all(w >= 0)
+    assert cs.num_points <= 8
+    assert len(set(np.asarray(cs.indices)[w > 0].tolist())) == cs.num_points
+    assert 1 <= int(cs.info["iterations"]) <= 300
+    final = float(cj.relative_error(V, cs, squared=True)) * obj[0]
+    assert abs(final - obj[-1]) <= 1e-3 * obj[0]
+    if simplex:
+        assert abs(w.sum() - 60) <= 1e-3 * 60  # sum(w) = N
+    else:
+        assert obj[-1] <= obj[0] * (1 + 1e-6)  # final objective <= initial f(0) = ||y||^2
+
+
+def test_iht_options_are_checked():
+    V = jnp.ones((10, 3))
+    with pytest.raises(ValueError, match="max_iter"):
+        cj.build(V, 2, "iht", max_iter=0)
+    with pytest.raises(ValueError, match="tol"):
+        cj.build(V, 2, "iht2", tol=-1.0)
+    with pytest.raises(ValueError, match="step_rule"):
+        cj.build(V, 2, "iht", step_rule="fixed")
+    cs = cj.build(jnp.asarray(problem(3)), 5, "iht", max_iter=3)
+    assert int(cs.info["iterations"]) == 3
+
+
+# --------------------------------------------------------------------------------------------------------
+# IHT §5.1 in miniature.
+
+
+def exact_centered_vectors(y, mean, var):
+    """Closed-form centred L2(pi) features of the Gaussian mean model (IHT §2 with pi_hat = pi, S -> inf).
+
+    With theta = mean + e, e ~ N(0, var I): L_n - E L_n = (y_n - mean)^T e - (|e|^2 - D var) / 2, whose
+    inner products are var (y_n - mean)^T (y_m - mean) + D var^2 / 2. So no sampling error, as in §5.1.
+    """
+    n, d = y.shape
+    return np.concatenate([np.sqrt(var) * (y - mean), np.full((n, 1), np.sqrt(d / 2.0) * var)], axis=1)
+
+
+def section_5_1_kls(Ks, methods=("uniform", "giga", "iht2"), D=20, N=200, trials=5):
+    """Median forward KL(pi || pi_w) over trials, closed form (HC Eq. 6.6), for each method and K."""
+    kls = {m: {K: [] for K in Ks} for m in methods}
+    for trial in range(trials):
+        k_theta, k_data, k_unif = jax.random.split(jax.random.key(100 + trial), 3)
+        theta = jax.random.normal(k_theta, (D,))  # theta ~ N(0, I), the prior
+        y = cj.data.synthetic_gaussian(k_data, N, dim=D, mean=theta)
+        mean, cov = cj.models.gaussian_mean_posterior(y)
+        V = jnp.asarray(exact_centered_vectors(np.asarray(y, np.float64), np.asarray(mean, np.float64),
+                                               1.0 / (1.0 + N)), jnp.float32)
+        for K in Ks:
+            for m in methods:
+                w = cj.build(V, K, m, key=k_unif).dense(N)
+                with jax.enable_x64(True):
+                    y64, w64 = jnp.asarray(np.asarray(y), jnp.float64), jnp.asarray(np.asarray(w), jnp.float64)
+                    mean_w, cov_w = cj.models.gaussian_mean_posterior(y64, w64)
+                    full = cj.models.gaussian_mean_posterior(y64)
+                    kls[m][K].append(float(cj.metrics.gaussian_kl(*full, mean_w, cov_w)))
+    return {m: {K: float(np.median(v)) for K, v in d.items()} for m, d in kls.items()}
+
+
+def test_iht_section_5_1_miniature():
+    """IHT §5.1 with D = 20, N = 200: A-IHT II is at least as good as GIGA and uniform once K exceeds the
+    rank D + 1 of the exact vectors, and far better than uniform at every K."""
+    med = section_5_1_kls((10, 50, 100))
+    for K in (10, 50, 100):
+        assert med["iht2"][K] <= med["uniform"][K], med
+    for K in (50, 100):
+        assert med["iht2"][K] <= med["giga"][K] + 1e-4, med  # both ~0: allow float32 solver noise
+    assert med["iht2"][100] < med["iht2"][10]
+
+
+@pytest.mark.xfail(strict=True, reason="measured: at K = 10 < D + 1, A-IHT II (Algorithm 3 as written, and "
+                   "with the authors' half steps) stops in a worse local minimum than GIGA (median KL ~6.4 "
+                   "against ~2.8); the paper's claim is for its D = 200 setting")
+def test_iht_section_5_1_small_K_beats_giga():
+    med = section_5_1_kls((10,), methods=("giga", "iht2"))
+    assert med["iht2"][10] <= med["giga"][10], med
