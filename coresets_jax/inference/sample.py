@@ -422,6 +422,10 @@ def _initial_points(model, rows, w, key, num_chains, init):
                              f"{init.shape}")
         _validate.check_finite(init, "init")
         d = init.shape[1]
+        try:
+            jax.eval_shape(weighted_logdensity(model, rows, w), init[0])
+        except (TypeError, ValueError, IndexError) as err:
+            raise ValueError(f"init: the model cannot evaluate a theta of shape ({d},): {err}") from err
         cov = None
         try:
             approx = laplace(_weighted_model(model), (rows, w), init=init[0])

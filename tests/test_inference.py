@@ -1,0 +1,158 @@
+"""cj.sample: the four samplers recover exact (weighted) Gaussian posteriors, agree on logistic regression,
+and reuse their compiled code for a new coreset of the same capacity."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import coresets_jax as cj
+from coresets_jax.inference import sample_weighted_fn, trace_count
+
+N, D = 2000, 5
+METHOD_KWARGS = {"nuts": {}, "hmc": {}, "mala": {"thin": 2}, "rwmh": {"thin": 5}}
+
+
+@pytest.fixture(scope="module")
+def gaussian():
+    key = jax.random.key(11)
+    y = cj.data.synthetic_gaussian(key, N, dim=D, mean=jnp.linspace(-1.0, 1.0, D))
+    model = cj.models.gaussian_mean(D)
+    V = cj.models.gaussian_mean_fisher_vectors(y)
+    cs = cj.build(V, 20, "frank_wolfe", jax.random.key(1))
+    return {"y": y, "model": model, "V": V, "cs": cs,
+            "full": cj.models.gaussian_mean_posterior(y),
+            "weighted": cj.models.gaussian_mean_posterior(y, cs.dense(N))}
+
+
+def _check_recovers(post, mean, cov):
+    sd = np.sqrt(np.diag(np.asarray(cov)))
+    flat = np.asarray(post.samples).reshape(-1, D)
+    z = (flat.mean(0) - np.asarray(mean)) / sd
+    ratio = flat.std(0) / sd
+    assert np.all(np.abs(z) < 0.2), f"{post.method}: posterior means off by {z} posterior sds"
+    assert np.all(np.abs(ratio - 1.0) < 0.2), f"{post.method}: posterior sds off by ratios {ratio}"
+
+
+@pytest.mark.parametrize("method", list(METHOD_KWARGS))
+@pytest.mark.parametrize("use_coreset", [False, True], ids=["full", "coreset"])
+def test_recovers_exact_gaussian_posterior(gaussian, method, use_coreset):
+    weights = gaussian["cs"] if use_coreset else None
+    mean, cov = gaussian["weighted"] if use_coreset else gaussian["full"]
+    post = cj.sample(gaussian["model"], gaussian["y"], jax.random.key(5), weights=weights, method=method,
+                     num_samples=1000, num_warmup=1000, num_chains=2, **METHOD_KWARGS[method])
+    assert post.samples.shape == (2, 1000, D)
+    assert np.all(np.isfinite(np.asarray(post.rhat))) and float(jnp.max(post.rhat)) < 1.1
+    assert np.all(np.asarray(post.ess) > 50)
+    assert post.acceptance_rate.shape == (2,) and post.step_size.shape == (2,)
+    _check_recovers(post, mean, cov)
+
+
+def test_weighted_and_full_posteriors_differ(gaussian):
+    """The coreset test above can only pass if the weights are applied: the two exact posteriors differ."""
+    (_, cov_full), (_, cov_w) = gaussian["full"], gaussian["weighted"]
+    ratio = float(jnp.sqrt(cov_w[0, 0] / cov_full[0, 0]))
+    assert abs(ratio - 1.0) > 0.25
+    assert gaussian["cs"].num_points <= 20
+
+
+def test_new_coreset_of_same_capacity_does_not_recompile(gaussian):
+    kwargs = dict(method="rwmh", num_samples=200, num_warmup=200, num_chains=2)
+    first = cj.sample(gaussian["model"], gaussian["y"], jax.random.key(0), weights=gaussian["cs"], **kwargs)
+    other = cj.build(gaussian["V"][::-1], 20, "frank_wolfe", jax.random.key(2))
+    assert not np.array_equal(np.asarray(other.indices), np.asarray(gaussian["cs"].indices))
+    before = trace_count()
+    second = cj.sample(gaussian["model"], gaussian["y"], jax.random.key(1), weights=other, **kwargs)
+    assert trace_count() == before and not second.compiled
+    assert first.samples.shape == second.samples.shape
+    # A different capacity is a different shape, so it does compile: the counter does count.
+    bigger = cj.build(gaussian["V"], 30, "frank_wolfe", jax.random.key(2))
+    third = cj.sample(gaussian["model"], gaussian["y"], jax.random.key(1), weights=bigger, **kwargs)
+    assert third.compiled and trace_count() == before + 1
+
+
+def test_thinning_and_dense_weights(gaussian):
+    cs = gaussian["cs"]
+    post = cj.sample(gaussian["model"], gaussian["y"], jax.random.key(3), weights=cs.dense(N), method="rwmh",
+                     num_samples=300, num_warmup=300, num_chains=1, thin=3)
+    assert post.samples.shape == (1, 300, D)
+    assert np.all(np.isnan(np.asarray(post.rhat)))  # one chain: R-hat undefined
+    mean, cov = gaussian["weighted"]
+    z = (np.asarray(post.mean) - np.asarray(mean)) / np.sqrt(np.diag(np.asarray(cov)))
+    assert np.all(np.abs(z) < 1.0)
+
+
+def test_sample_weighted_fn_is_jittable_with_traced_weights(gaussian):
+    y, cs = gaussian["y"], gaussian["cs"]
+    run = sample_weighted_fn(gaussian["model"], "mala", num_samples=200, num_warmup=200, num_chains=1)
+    rows = y[cs.indices]
+    init = jnp.zeros((1, D))
+
+    @jax.jit
+    def posterior_mean(weights):
+        samples, stats = run(jax.random.key(0), rows, weights, init, jnp.eye(D) * 1e-3)
+        return samples.mean(axis=(0, 1))
+
+    mean, cov = gaussian["weighted"]
+    got = posterior_mean(cs.weights)
+    assert np.all(np.abs(np.asarray(got - mean)) < 0.5 * np.sqrt(np.asarray(cov[0, 0])))
+    doubled = posterior_mean(2.0 * cs.weights)  # same shapes: no retrace, and the weights matter
+    mean2, _ = cj.models.gaussian_mean_posterior(y, 2.0 * cs.dense(N))
+    assert np.all(np.abs(np.asarray(doubled - mean2)) < 0.5 * np.sqrt(np.asarray(cov[0, 0])))
+
+
+def test_nuts_matches_long_rwmh_on_logistic_regression():
+    ds = cj.data.synthetic_logistic(jax.random.key(7), 5000)
+    model = cj.models.logistic_regression()
+    nuts = cj.sample(model, ds.train, jax.random.key(1), method="nuts", num_samples=1000, num_warmup=500,
+                     num_chains=2)
+    rw = cj.sample(model, ds.train, jax.random.key(2), method="rwmh", num_samples=2000, num_warmup=2000,
+                   num_chains=2, thin=8)
+    assert int(jnp.sum(nuts.num_divergent)) == 0
+    for post in (nuts, rw):
+        assert float(jnp.max(post.rhat)) < 1.05
+    var = np.asarray(jnp.var(rw.flat_samples, axis=0))
+    mc_se = np.sqrt(var / np.asarray(nuts.ess) + var / np.asarray(rw.ess))
+    diff = np.abs(np.asarray(nuts.mean - rw.mean))
+    assert np.all(diff < 4.0 * mc_se), f"means differ by {diff / mc_se} Monte Carlo standard errors"
+    sd_ratio = np.asarray(jnp.std(nuts.flat_samples, axis=0) / jnp.std(rw.flat_samples, axis=0))
+    assert np.all(np.abs(sd_ratio - 1.0) < 0.15), sd_ratio
+    # Sanity: the data were generated from theta = (3, 3, 0), and the posterior is concentrated near it.
+    assert np.all(np.abs(np.asarray(nuts.mean) - np.array([3.0, 3.0, 0.0])) < 0.5)
+
+
+def test_to_arviz_summary(gaussian):
+    az = pytest.importorskip("arviz")
+    post = cj.sample(gaussian["model"], gaussian["y"], jax.random.key(0), weights=gaussian["cs"],
+                     method="rwmh", num_samples=200, num_warmup=200, num_chains=2)
+    idata = post.to_arviz()
+    summary = az.summary(idata)
+    assert summary.shape[0] == D
+    assert np.allclose(summary["mean"].to_numpy(), np.asarray(post.mean), atol=1e-3)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(method="gibbs"), "method"),
+    (dict(num_samples=0), "num_samples"),
+    (dict(num_chains=1.5), "num_chains"),
+    (dict(thin=0), "thin"),
+    (dict(weights=jnp.ones(7)), "weights"),
+    (dict(weights=-jnp.ones(N)), "weights"),
+    (dict(weights=jnp.zeros(N)), "weights"),
+    (dict(step_size=0.1), "step_size"),
+    (dict(init=jnp.zeros(3)), "init"),
+    (dict(init=jnp.zeros((3, D))), "init"),
+])
+def test_bad_input_raises(gaussian, kwargs, match):
+    args = dict(method="rwmh", num_samples=10, num_warmup=10, num_chains=2)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        cj.sample(gaussian["model"], gaussian["y"], jax.random.key(0), **args)
+
+
+def test_bad_key_and_data_raise(gaussian):
+    with pytest.raises(ValueError, match="key"):
+        cj.sample(gaussian["model"], gaussian["y"], 0)
+    bad = gaussian["y"].at[3, 1].set(jnp.nan)
+    with pytest.raises(ValueError, match="data"):
+        cj.sample(gaussian["model"], bad, jax.random.key(0))
