@@ -39,3 +39,8 @@ __all__ = [
     "Posterior",
     "sample",
 ]
+
+# Weight refit on a fixed support (issue 3).
+from .solvers.refit import refit
+
+__all__ += ["refit"]

@@ -16,6 +16,7 @@ from . import _validate, pihat as _pihat
 from .model import Model
 from .projection import project
 from .solvers import RANDOM_METHODS, REGISTRY, Coreset, make_problem, run
+from .solvers.refit import refit_arrays as _refit_arrays
 
 __all__ = ["build", "coreset", "relative_error", "METHODS"]
 
@@ -56,7 +57,8 @@ def build(V: Any, size: int, method: str = "frank_wolfe", key: Optional[jax.Arra
         be chosen again, so `num_points` can be below `size`.
       method: one of `cj.METHODS`.
       key: PRNG key; required by the random methods ("uniform", "importance").
-      **options: solver options, e.g. `step_rule="fixed"` for Frank–Wolfe.
+      **options: solver options, e.g. `step_rule="fixed"` for Frank–Wolfe; `refit=True` (any method)
+        re-solves the weights on the chosen support by NNLS, as `cj.refit`.
 
     Returns:
       A `Coreset` with `indices`, `weights` (shape (size,)) and solver diagnostics in `info`.
@@ -72,8 +74,14 @@ def build(V: Any, size: int, method: str = "frank_wolfe", key: Optional[jax.Arra
     norms = jnp.linalg.norm(V.astype(jnp.promote_types(V.dtype, jnp.float32)), axis=1)
     if not bool(jnp.any(norms > 0)):
         raise ValueError("V: every row is zero, so there is nothing to approximate")
+    refit = options.pop("refit", False)  # NNLS on the chosen support (issue 3), any method
+    if refit not in (True, False):
+        raise ValueError(f"refit: expected True or False, got {refit!r}")
     solve = _compiled(method, size, _check_options(method, options))
     indices, weights, info = solve(V, key)
+    if refit:
+        weights, extra = _refit_arrays(V, indices, weights)
+        info = dict(info, **extra)
     if not bool(jnp.all(jnp.isfinite(weights))):
         raise FloatingPointError(f"method {method!r} produced non-finite weights; please report this")
     return Coreset(indices, weights, info, method)
