@@ -1,0 +1,123 @@
+"""Performance invariants (issue 5): no recompiles, compression exactness and bound (cj.compress Eq. (*)),
+and the Frank–Wolfe Gram-column cache against a from-scratch computation. No timings here."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import coresets_jax as cj
+from coresets_jax import construct
+from coresets_jax.compress import compress
+from coresets_jax.solvers import frank_wolfe, make_problem
+
+ITERATIVE = [m for m in ("frank_wolfe", "giga", "iht2") if m in cj.METHODS]
+
+
+def low_rank(seed, n=1500, j=48, rank=6, noise=0.0):
+    rng = np.random.default_rng(seed)
+    V = rng.normal(size=(n, rank)) @ rng.normal(size=(rank, j)) + 0.3
+    return V + noise * rng.normal(size=(n, j))
+
+
+@pytest.mark.parametrize("method", ITERATIVE)
+def test_repeated_calls_do_not_recompile(method):
+    V = jnp.asarray(low_rank(0), jnp.float32)
+    solve = construct._compiled(method, 20, ())
+    before = solve._cache_size()
+    for seed in range(3):  # new values, same shapes
+        cj.build(V + seed, 20, method, compress=False)
+    assert solve._cache_size() - before <= 1
+    cj.build(V, 20, method, compress=False)
+    assert solve._cache_size() - before <= 1
+
+
+def test_compressed_repeated_calls_do_not_recompile():
+    V = jnp.asarray(low_rank(1, n=2000, j=64), jnp.float32)
+    cs = cj.build(V, 20, "frank_wolfe", compress=True)
+    r = int(cs.info["rank"])
+    assert r % 16 == 0 and r <= 64
+    solve = construct._compiled("frank_wolfe", 20, ())
+    size = solve._cache_size()
+    for seed in range(3):
+        cj.build(V * (1 + seed), 20, "frank_wolfe", compress=True)
+    assert solve._cache_size() == size
+
+
+@pytest.mark.parametrize("method", ITERATIVE)
+def test_exact_low_rank_same_support_and_weights(method):
+    V = low_rank(2)
+    with jax.enable_x64(True):
+        Vj = jnp.asarray(V)
+        plain = cj.build(Vj, 25, method, compress=False)
+        packed = cj.build(Vj, 25, method, compress=True, compress_tol=1e-6)
+        assert int(packed.info["rank"]) == 16  # rank 6 (+1 for the offset), padded to 16
+        assert float(packed.info["discarded_norm"]) < 1e-6 * np.linalg.norm(V)
+        a, b = np.asarray(plain.dense(V.shape[0])), np.asarray(packed.dense(V.shape[0]))
+    np.testing.assert_array_equal(np.flatnonzero(a > 0), np.flatnonzero(b > 0))
+    np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6 * np.abs(a).max())
+
+
+@pytest.mark.parametrize("method", ITERATIVE)
+def test_error_change_bounded_by_discarded_energy(method):
+    V = low_rank(3, noise=1e-2)
+    with jax.enable_x64(True):
+        Vj = jnp.asarray(V)
+        c = compress(Vj, 0.05)
+        assert c is not None and c.rank < V.shape[1]
+        cs = cj.build(Vj, 25, method, compress=True, compress_tol=0.05)
+        assert int(cs.info["rank"]) == c.rank
+        w = np.asarray(cs.dense(V.shape[0]))
+        A, B = np.asarray(c.A), np.asarray(c.B)
+    y = V.sum(0)
+    err_v = np.linalg.norm(y - w @ V)
+    err_a = np.linalg.norm(A.sum(0) - w @ A)
+    E = V - A @ B.T
+    # Eq. (*): the discarded part is orthogonal, so the squared errors differ by exactly ||E^T (1 - w)||^2 ...
+    np.testing.assert_allclose(err_v ** 2, err_a ** 2 + np.linalg.norm(E.T @ (1 - w)) ** 2, rtol=1e-8)
+    # ... which is at most sigma_{r+1}(V) ||1 - w||
+    sigma_next = np.linalg.svd(V, compute_uv=False)[c.rank]
+    assert err_a <= err_v <= err_a + sigma_next * np.linalg.norm(1 - w) * (1 + 1e-9)
+    np.testing.assert_allclose(float(cs.info["relative_error"]), err_v / np.linalg.norm(y), rtol=1e-8)
+    assert np.linalg.norm(E) <= 0.05 * np.linalg.norm(V)
+    np.testing.assert_allclose(c.discarded_norm, np.linalg.norm(E), rtol=1e-4)
+
+
+def test_auto_leaves_small_problems_alone():
+    V = jnp.asarray(low_rank(4), jnp.float32)
+    a = cj.build(V, 30, "frank_wolfe")
+    b = cj.build(V, 30, "frank_wolfe", compress=False)
+    assert "rank" not in a.info
+    np.testing.assert_array_equal(np.asarray(a.weights), np.asarray(b.weights))
+    with pytest.raises(ValueError, match="compress"):
+        cj.build(V, 30, "frank_wolfe", compress="yes")
+
+
+def test_frank_wolfe_cache_matches_from_scratch_after_100_iterations():
+    V = low_rank(5, n=400, j=16, rank=16)
+    with jax.enable_x64(True):
+        problem = make_problem(jnp.asarray(V))
+        solver = frank_wolfe(101, cache_mb=1)  # capacity min(101, 1 MiB / (4 B * 400)) = 101
+        key = jax.random.key(0)
+        state = solver.init(problem, key)
+        step = jax.jit(solver.step)
+        for _ in range(100):
+            state = step(problem, state)
+        scratch = np.asarray(problem.V @ (problem.target - state.approx))
+        np.testing.assert_allclose(np.asarray(state.cache.scores), scratch, rtol=1e-9,
+                                   atol=1e-9 * np.abs(scratch).max())
+        assert int(state.cache.hits) > 0
+        cached = cj.build(jnp.asarray(V), 101, "frank_wolfe", compress=False, cache_mb=1)
+        plain = cj.build(jnp.asarray(V), 101, "frank_wolfe", compress=False)
+        np.testing.assert_allclose(np.asarray(cached.dense(400)), np.asarray(plain.dense(400)), rtol=1e-8,
+                                   atol=1e-8)
+        assert int(cached.info["cache_hits"]) > 0
+
+
+def test_frank_wolfe_small_cache_evicts_and_stays_exact():
+    V = low_rank(6, n=2000, j=16, rank=16)
+    with jax.enable_x64(True):
+        tiny = cj.build(jnp.asarray(V), 200, "frank_wolfe", compress=False, cache_mb=1)  # capacity 131
+        plain = cj.build(jnp.asarray(V), 200, "frank_wolfe", compress=False)
+        np.testing.assert_allclose(np.asarray(tiny.dense(2000)), np.asarray(plain.dense(2000)), rtol=1e-8,
+                                   atol=1e-8)
