@@ -40,6 +40,14 @@ __all__ = [
     "sample",
 ]
 
+# Beyond one device (issue 6): sharded construction, merged coresets, sensitivity coresets.
+from . import distributed, sensitivity, sharding
+from .distributed import merged_coreset
+from .sensitivity import sensitivity_coreset
+from .sharding import shard
+
+__all__ += ["distributed", "merged_coreset", "sensitivity", "sensitivity_coreset", "shard", "sharding"]
+
 # Weight refit on a fixed support (issue 3).
 from .solvers.refit import refit
 

@@ -12,7 +12,7 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 
-from . import _validate, pihat as _pihat
+from . import _validate, pihat as _pihat, sharding as _sharding
 from .model import Model
 from .projection import project
 from .solvers import RANDOM_METHODS, REGISTRY, Coreset, make_problem, run
@@ -78,7 +78,8 @@ def build(V: Any, size: int, method: str = "frank_wolfe", key: Optional[jax.Arra
     if refit not in (True, False):
         raise ValueError(f"refit: expected True or False, got {refit!r}")
     solve = _compiled(method, size, _check_options(method, options))
-    indices, weights, info = solve(V, key)
+    with _sharding.data_mesh(V):  # V sharded along N: trace under its mesh (no-op otherwise)
+        indices, weights, info = solve(V, key)
     if refit:
         weights, extra = _refit_arrays(V, indices, weights)
         info = dict(info, **extra)

@@ -18,7 +18,7 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 
-from . import _validate
+from . import _validate, sharding as _sharding
 from .model import Model
 
 __all__ = ["project", "NORMS"]
@@ -101,7 +101,9 @@ def project(model: Model, data: Any, thetas: Array, norm: str = "fisher", key: O
     elif chunk_size < 1:
         raise ValueError(f"chunk_size: must be at least 1, got {chunk_size}")
     chunk_size = int(min(chunk_size, n))
-    V = _project(model, _cast_floats(data, dtype), thetas.astype(dtype), coords, norm, chunk_size, dtype)
+    # Data sharded along N: each device projects its own rows (sharding.rowwise); else a plain call.
+    V = _sharding.rowwise(_project, _cast_floats(data, dtype), thetas.astype(dtype), coords,
+                          prefix=(model,), suffix=(norm, chunk_size, dtype))
     if not bool(jnp.all(jnp.isfinite(V))):
         rows = jnp.nonzero(~jnp.all(jnp.isfinite(V), axis=1), size=1)[0]
         raise ValueError(f"model: log_likelihood (or its gradient) returned non-finite values at pi_hat's "

@@ -30,6 +30,8 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ..sharding import take_rows, top_k  # mesh-aware x[idx], lax.top_k
+
 __all__ = [
     "Coreset",
     "Problem",
@@ -41,6 +43,8 @@ __all__ = [
     "support_add",
     "support_empty",
     "support_scale",
+    "take_rows",
+    "top_k",
 ]
 
 Array = jax.Array
@@ -171,7 +175,7 @@ def support_scale(support: Support, factor: Array) -> Support:
 
 def support_combination(problem: Problem, support: Support) -> Array:
     """V^T w over the support only: O(capacity * J), no pass over V."""
-    rows = problem.V[support.indices].astype(problem.target.dtype)
+    rows = take_rows(problem.V, support.indices).astype(problem.target.dtype)
     return support.weights.astype(rows.dtype) @ rows
 
 

@@ -15,7 +15,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import Problem, Solver, Support, masked_argmax, support_add, support_empty, support_scale
+from .base import (Problem, Solver, Support, masked_argmax, support_add, support_empty, support_scale,
+                   take_rows)
 
 __all__ = ["frank_wolfe", "FrankWolfeState", "STEP_RULES"]
 
@@ -46,14 +47,14 @@ def frank_wolfe(size: int, step_rule: str = "line_search") -> Solver:
     def vertex(problem: Problem, f: jax.Array) -> jax.Array:
         """The polytope vertex (sigma / sigma_f) v_f as a vector in R^J."""
         sigma = jnp.sum(problem.norms)
-        return (sigma / problem.norms[f]) * problem.V[f].astype(problem.target.dtype)
+        return (sigma / take_rows(problem.norms, f)) * take_rows(problem.V, f).astype(problem.target.dtype)
 
     def init(problem: Problem, key: jax.Array) -> FrankWolfeState:
         del key  # deterministic
         dtype = problem.target.dtype
         f = masked_argmax(vertex_scores(problem, problem.target), problem.valid)  # Eq. 4.7
         sigma = jnp.sum(problem.norms)
-        support = support_add(support_empty(size, dtype), f, sigma / problem.norms[f])
+        support = support_add(support_empty(size, dtype), f, sigma / take_rows(problem.norms, f))
         return FrankWolfeState(support, vertex(problem, f), jnp.zeros(size, dtype), jnp.asarray(1))
 
     def step(problem: Problem, state: FrankWolfeState) -> FrankWolfeState:
@@ -68,7 +69,7 @@ def frank_wolfe(size: int, step_rule: str = "line_search") -> Solver:
         applied = jnp.clip(gamma, 0.0, 1.0)  # rounding can leave gamma a hair outside [0, 1]
         sigma = jnp.sum(problem.norms)
         support = support_scale(state.support, 1.0 - applied)
-        support = support_add(support, f, applied * sigma / problem.norms[f])
+        support = support_add(support, f, applied * sigma / take_rows(problem.norms, f))
         return FrankWolfeState(support, state.approx + applied * toward,
                                state.gammas.at[state.iteration].set(gamma), state.iteration + 1)
 

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import Problem, Solver, Support, support_add, support_empty, support_scale
+from .base import Problem, Solver, Support, support_add, support_empty, support_scale, take_rows
 
 __all__ = ["giga", "GigaState"]
 
@@ -68,18 +68,20 @@ def giga(size: int) -> Solver:
         eps = 10 * jnp.finfo(dtype).eps
         scores = jnp.where(problem.valid & (sin2 > eps), along / jnp.sqrt(jnp.maximum(sin2, eps)), -jnp.inf)
         f = jnp.argmax(scores)
-        lf = problem.V[f].astype(dtype) / sigma[f]
-        z0, z2 = jnp.dot(ell, lf), cos[f]
+        # take_rows: under a data mesh, read row f where it lives (not an all-gather of V)
+        sigma_f, cos_f, score_f = take_rows(jnp.stack([sigma, cos, scores], axis=1), f)
+        lf = take_rows(problem.V, f).astype(dtype) / sigma_f
+        z0, z2 = jnp.dot(ell, lf), cos_f
         ga, gb = z0 - z1 * z2, z1 - z0 * z2
         denom = ga + gb
         gamma = jnp.where(denom > 0, ga / jnp.where(denom > 0, denom, 1.0), 0.0)
         # nothing left to gain: target reached or no point leads uphill
-        gamma = jnp.where((dnorm > eps) & jnp.isfinite(scores[f]) & (scores[f] > 0), gamma, 0.0)
+        gamma = jnp.where((dnorm > eps) & jnp.isfinite(score_f) & (score_f > 0), gamma, 0.0)
         gamma = jnp.clip(gamma, 0.0, 1.0)
         new, nrm = _unit((1.0 - gamma) * lw + gamma * lf)
         inv = jnp.where(nrm > 0, 1.0 / jnp.where(nrm > 0, nrm, 1.0), 0.0)
         support = support_scale(state.support, (1.0 - gamma) * inv)
-        support = support_add(support, f, gamma * inv / sigma[f])
+        support = support_add(support, f, gamma * inv / sigma_f)
         zeta = jnp.dot(ell, new)
         err = jnp.clip(1.0 - zeta * zeta, 0.0, 1.0)
         return GigaState(support, new, ynorm * zeta, state.errors.at[state.iteration].set(err),
