@@ -152,9 +152,8 @@ def plot(results):
     w1 = [full["w1_normalized"]] + [r["w1_normalized"] for r in rows]
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     colors = ["tab:gray"] + ["tab:blue" if r["method"] == "giga" else "tab:orange" for r in rows]
-    for ax, values, title, log in zip(axes, (times, ess_s, w1),
-                                      ("NUTS wall time (s)", "min ESS per second", "W1 / median full-vs-full W1"),
-                                      (True, True, True)):
+    titles = ("NUTS wall time (s)", "min ESS per second", "W1 / median full-vs-full W1")
+    for ax, values, title, log in zip(axes, (times, ess_s, w1), titles, (True, True, True)):
         ax.bar(range(len(values)), values, color=colors)
         ax.set_xticks(range(len(values)))
         ax.set_xticklabels(labels, fontsize=8)

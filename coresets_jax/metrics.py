@@ -148,7 +148,7 @@ def _mean_kernel(x, y, degree: int, offset, block: int = 1024):
 
 
 def mmd(samples_a, samples_b, *, degree: int = 3, offset: float = 1.0) -> float:
-    """Maximum mean discrepancy with the polynomial kernel k(x, y) = (x^T y + offset)^degree (LR §4: degree 3).
+    """MMD with the polynomial kernel k(x, y) = (x^T y + offset)^degree (LR §4 uses degree 3).
 
     The biased (V-statistic) estimate over all pairs, MMD = sqrt(max(0, mean k_aa + mean k_bb - 2 mean k_ab)),
     computed in float64 on the host's JAX device in row blocks; it is exactly 0 for identical sets. The

@@ -45,7 +45,7 @@ def test_sample_recovers_weighted_linear_regression(problem):
     X, y = problem
     model = cj.models.linear_regression(noise_scale=0.3)
     w = jnp.zeros(200).at[:30].set(200 / 30)
-    post = cj.sample(model, (X, y), jax.random.key(0), weights=w, method="nuts", num_samples=500,
+    post = cj.sample(model, (X, y), jax.random.key(0), weights=w, method="mala", num_samples=1000,
                      num_warmup=500, num_chains=2)
     mean, cov = model.posterior((X, y), w)
     sd = np.sqrt(np.diag(np.asarray(cov)))
