@@ -52,3 +52,9 @@ __all__ += ["distributed", "merged_coreset", "sensitivity", "sensitivity_coreset
 from .solvers.refit import refit
 
 __all__ += ["refit"]
+
+# Streaming merge-reduce (issue 6).
+from . import streaming
+from .streaming import stream_coreset
+
+__all__ += ["stream_coreset", "streaming"]
