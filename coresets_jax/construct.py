@@ -12,7 +12,7 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 
-from . import _validate, pihat as _pihat, sharding as _sharding
+from . import _validate, compress as _compress, pihat as _pihat, sharding as _sharding
 from .model import Model
 from .projection import project
 from .solvers import RANDOM_METHODS, REGISTRY, Coreset, make_problem, run
@@ -47,8 +47,8 @@ def _check_options(method: str, options: dict) -> tuple:
     return tuple(sorted(options.items()))
 
 
-def build(V: Any, size: int, method: str = "frank_wolfe", key: Optional[jax.Array] = None,
-          **options) -> Coreset:
+def build(V: Any, size: int, method: str = "frank_wolfe", key: Optional[jax.Array] = None, *,
+          compress: Any = "auto", compress_tol: float = 3e-3, **options) -> Coreset:
     """Build a coreset from projected vectors V (N, J) with the named solver.
 
     Args:
@@ -57,6 +57,15 @@ def build(V: Any, size: int, method: str = "frank_wolfe", key: Optional[jax.Arra
         be chosen again, so `num_points` can be below `size`.
       method: one of `cj.METHODS`.
       key: PRNG key; required by the random methods ("uniform", "importance").
+      compress: "auto" (default), True or False: run the solver on A of V ~= A B^T (`cj.compress`), B
+        orthonormal, which preserves every inner product in span(B). True compresses whenever
+        ||V - A B^T||_F <= compress_tol ||V||_F with some r <= J. "auto" compresses only where it is safe
+        and pays: an iterative method (not "uniform"/"importance"), V of at least 2^22 entries, at least 16
+        iterations, and the tolerance met with r <= J / 2 (so small problems run exactly as before).
+        When compressed, `info` gains `rank`, `discarded_norm` (||E||_F), `sigma_next` (~sigma_{r+1}(V))
+        and `relative_error`, evaluated on the uncompressed V. The error changes by at most
+        sigma_{r+1} ||1 - w|| (cj.compress, Eq. (*)).
+      compress_tol: the bound on the relative discarded norm ||E||_F / ||V||_F.
       **options: solver options, e.g. `step_rule="fixed"` for Frank–Wolfe; `refit=True` (any method)
         re-solves the weights on the chosen support by NNLS, as `cj.refit`.
 
@@ -78,14 +87,43 @@ def build(V: Any, size: int, method: str = "frank_wolfe", key: Optional[jax.Arra
     if refit not in (True, False):
         raise ValueError(f"refit: expected True or False, got {refit!r}")
     solve = _compiled(method, size, _check_options(method, options))
+    packed = _maybe_compress(V, method, size, options, compress, compress_tol)
+    if packed is not None:
+        V_full, V = V, packed.A
     with _sharding.data_mesh(V):  # V sharded along N: trace under its mesh (no-op otherwise)
         indices, weights, info = solve(V, key)
-    if refit:
-        weights, extra = _refit_arrays(V, indices, weights)
-        info = dict(info, **extra)
+        if refit:
+            weights, extra = _refit_arrays(V, indices, weights)
+            info = dict(info, **extra)
     if not bool(jnp.all(jnp.isfinite(weights))):
         raise FloatingPointError(f"method {method!r} produced non-finite weights; please report this")
+    if packed is not None:
+        info = dict(info, rank=jnp.asarray(packed.rank), discarded_norm=jnp.asarray(packed.discarded_norm),
+                    sigma_next=jnp.asarray(packed.sigma_next),
+                    relative_error=_support_error(V_full, packed.target, indices, weights))
     return Coreset(indices, weights, info, method)
+
+
+def _maybe_compress(V, method: str, size: int, options: dict, compress: Any, tol: float):
+    """The `compress` option of `build`: a `Compressed` or None (see `build`'s docstring)."""
+    if compress not in ("auto", True, False):
+        raise ValueError(f"compress: expected 'auto', True or False, got {compress!r}")
+    if compress is False or method in RANDOM_METHODS:
+        return None
+    n, j = V.shape
+    if compress == "auto":
+        iterations = options.get("max_iter", size)
+        if n * j < (1 << 22) or iterations < 16:
+            return None
+        return _compress.compress(V, tol, max_rank=j // 2)
+    return _compress.compress(V, tol)
+
+
+@jax.jit
+def _support_error(V, target, indices, weights):
+    """||target - V^T w|| / ||target|| reading only the support rows of the uncompressed V."""
+    approx = weights.astype(target.dtype) @ _sharding.take_rows(V, indices).astype(target.dtype)
+    return jnp.linalg.norm(target - approx) / jnp.linalg.norm(target)
 
 
 def relative_error(V: jax.Array, weights: Any, squared: bool = False) -> jax.Array:
