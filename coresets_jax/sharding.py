@@ -74,6 +74,10 @@ def shard(x: Any, mesh: Optional[Mesh] = None, *, pad: bool = False) -> Any:
 
     Returns:
       `x` with each leaf a `jax.Array` sharded as `PartitionSpec(mesh.axis_names)` on its leading axis.
+
+    Several hosts (`jax.distributed`): `shard` expects the whole array on every process. When each process
+    holds only its own rows, build the global array with `jax.make_array_from_process_local_data(
+    NamedSharding(make_data_mesh(), P("data")), local_rows)` instead; everything downstream is the same.
     """
     mesh = make_data_mesh() if mesh is None else mesh
     if not isinstance(mesh, Mesh):
