@@ -17,6 +17,7 @@ from .model import Model
 from .projection import project
 from .solvers import RANDOM_METHODS, REGISTRY, Coreset, make_problem, run
 from .solvers.refit import refit_arrays as _refit_arrays
+from .solvers.sparse_vi import sparse_vi as _sparse_vi
 
 __all__ = ["build", "coreset", "relative_error", "METHODS"]
 
@@ -110,6 +111,8 @@ def _maybe_compress(V, method: str, size: int, options: dict, compress: Any, tol
         raise ValueError(f"compress: expected 'auto', True or False, got {compress!r}")
     if compress is False or method in RANDOM_METHODS:
         return None
+    if compress == "auto" and _sharding.leading_mesh(V) is not None:
+        return None  # the factorisation would gather V onto one device; sharded solvers run exactly
     n, j = V.shape
     if compress == "auto":
         iterations = options.get("max_iter", size)
@@ -161,7 +164,8 @@ def coreset(model: Model, data: Any, size: int, method: str = "frank_wolfe",
     Args:
       model, data: the model and its data pytree (leading axis N).
       size: M, the coreset capacity.
-      method: solver name, as in `build`.
+      method: solver name, as in `build`, or "sparse_vi" (Sparse VI on the model; its options are those of
+        `cj.solvers.sparse_vi.sparse_vi`; norm and num_features are then unused).
       key: PRNG key (split for pi_hat, projection and solver).
       norm: "fisher" | "l2" | "centered".
       num_features: J, the projection dimension.
@@ -170,7 +174,7 @@ def coreset(model: Model, data: Any, size: int, method: str = "frank_wolfe",
       dtype: projection dtype (float32 default).
     """
     key = jax.random.key(0) if key is None else _validate.check_key(key)
-    _validate.check_choice(method, REGISTRY, "method")
+    _validate.check_choice(method, (*REGISTRY, "sparse_vi"), "method")
     _validate.check_choice(norm, ("fisher", "l2", "centered"), "norm")
     n = _validate.check_data(data)
     _validate.check_size(size, n)
@@ -178,6 +182,8 @@ def coreset(model: Model, data: Any, size: int, method: str = "frank_wolfe",
         raise ValueError(f"num_features: must be a positive integer, got {num_features!r}")
     key_pi, key_theta, key_proj, key_solve = jax.random.split(key, 4)
     approx = _resolve_pi_hat(pi_hat, model, data, key_pi)
+    if method == "sparse_vi":  # works on the model and pi_w's samples, not on V (issue 3)
+        return _sparse_vi(model, data, size, key_solve, pi_hat=approx, **options)
     thetas = approx.sample(key_theta, num_features)
     V = project(model, data, thetas, norm=norm, key=key_proj, dtype=dtype)
     return build(V, size, method, key_solve, **options)

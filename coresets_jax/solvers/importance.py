@@ -19,8 +19,10 @@ def importance(size: int) -> Solver:
     def construct(problem: Problem, key: jax.Array):
         sigma_n = problem.norms
         sigma = jnp.sum(sigma_n)
-        log_p = jnp.where(problem.valid, jnp.log(jnp.where(problem.valid, sigma_n, 1.0)), -jnp.inf)
-        draws = jax.random.categorical(key, log_p, shape=(size,))
+        # Inverse-CDF draws: O(N + M log N) memory and time, where categorical(shape=(M,)) builds M x N noise.
+        cdf = jnp.cumsum(jnp.where(problem.valid, sigma_n, 0.0))
+        u = jax.random.uniform(key, (size,), cdf.dtype) * cdf[-1]
+        draws = jnp.minimum(jnp.searchsorted(cdf, u, side="right"), sigma_n.shape[0] - 1)
         amounts = sigma / (sigma_n[draws] * size)
         return aggregate_draws(draws, amounts, problem.target.dtype)
 
