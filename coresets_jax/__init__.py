@@ -1,17 +1,27 @@
 """coresets_jax: Bayesian coresets in JAX.
 
-model -> pi_hat (`laplace`, `prior`, `samples`) -> `project` -> `build` (sparse solver) -> inference.
+The pipeline, in the order the data flows:
+  model (`Model`, `models`) -> pi_hat (`laplace`, `prior`, `samples`) -> `project` (HC Algorithm 3)
+  -> `build` (a sparse solver from `METHODS`) or `coreset` (all of it) -> `sample` (MCMC on the coreset)
+  -> `metrics`.
+Beyond one device: `shard`, `merged_coreset`, `stream_coreset`. For logistic regression, also
+`sensitivity_coreset` (LR Algorithm 1).
 """
 
-from . import data, metrics, models, solvers
+from . import data, distributed, inference, metrics, models, sensitivity, sharding, solvers, streaming
+from .compress import compress
 from .construct import METHODS, build, coreset, relative_error
-from . import inference
-from .inference import Posterior, sample
 from .data import load_npz
+from .distributed import merged_coreset
+from .inference import Posterior, sample
 from .model import Model, log_joint, log_likelihoods
 from .pihat import GaussianApproximation, laplace, prior, samples
 from .projection import NORMS, project
+from .sensitivity import sensitivity_coreset
+from .sharding import shard
 from .solvers import Coreset
+from .solvers.refit import refit
+from .streaming import stream_coreset
 
 __version__ = "0.1.0"
 
@@ -21,40 +31,31 @@ __all__ = [
     "METHODS",
     "Model",
     "NORMS",
+    "Posterior",
     "build",
+    "compress",
     "coreset",
     "data",
+    "distributed",
+    "inference",
     "laplace",
     "load_npz",
     "log_joint",
     "log_likelihoods",
+    "merged_coreset",
     "metrics",
     "models",
     "prior",
     "project",
+    "refit",
     "relative_error",
-    "samples",
-    "solvers",
-    "inference",
-    "Posterior",
     "sample",
+    "samples",
+    "sensitivity",
+    "sensitivity_coreset",
+    "shard",
+    "sharding",
+    "solvers",
+    "stream_coreset",
+    "streaming",
 ]
-
-# Beyond one device (issue 6): sharded construction, merged coresets, sensitivity coresets.
-from . import distributed, sensitivity, sharding
-from .distributed import merged_coreset
-from .sensitivity import sensitivity_coreset
-from .sharding import shard
-
-__all__ += ["distributed", "merged_coreset", "sensitivity", "sensitivity_coreset", "shard", "sharding"]
-
-# Weight refit on a fixed support (issue 3).
-from .solvers.refit import refit
-
-__all__ += ["refit"]
-
-# Streaming merge-reduce (issue 6).
-from . import streaming
-from .streaming import stream_coreset
-
-__all__ += ["stream_coreset", "streaming"]
