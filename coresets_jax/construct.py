@@ -111,6 +111,8 @@ def _maybe_compress(V, method: str, size: int, options: dict, compress: Any, tol
         raise ValueError(f"compress: expected 'auto', True or False, got {compress!r}")
     if compress is False or method in RANDOM_METHODS:
         return None
+    if compress == "auto" and _sharding.leading_mesh(V) is not None:
+        return None  # the factorisation would gather V onto one device; sharded solvers run exactly
     n, j = V.shape
     if compress == "auto":
         iterations = options.get("max_iter", size)
