@@ -16,6 +16,8 @@ from typing import Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
+from ._metropolis import accept_reject
+
 __all__ = ["MALAState", "MALAInfo", "init", "build_kernel", "mala"]
 
 Array = jax.Array
@@ -61,10 +63,7 @@ def build_kernel() -> Callable:
         delta = (proposal.logdensity - state.logdensity
                  + _log_proposal(state.position, proposal, step_size, chol)
                  - _log_proposal(proposal.position, state, step_size, chol))
-        delta = jnp.where(jnp.isnan(delta), -jnp.inf, delta)
-        accept_prob = jnp.minimum(1.0, jnp.exp(delta))
-        accepted = jnp.log(jax.random.uniform(k_acc, dtype=delta.dtype)) < delta
-        new = jax.tree_util.tree_map(lambda a, b: jnp.where(accepted, a, b), proposal, state)
+        new, accept_prob, accepted = accept_reject(k_acc, delta, proposal, state)
         return new, MALAInfo(accept_prob, accepted)
 
     return one_step

@@ -14,6 +14,8 @@ from typing import Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
+from ._metropolis import accept_reject
+
 __all__ = ["RWMHState", "RWMHInfo", "init", "build_kernel", "rwmh"]
 
 Array = jax.Array
@@ -43,10 +45,7 @@ def build_kernel() -> Callable:
         z = jax.random.normal(k_prop, state.position.shape, state.position.dtype)
         proposal = init(state.position + step_size * (chol @ z), logdensity_fn)
         delta = proposal.logdensity - state.logdensity
-        delta = jnp.where(jnp.isnan(delta), -jnp.inf, delta)
-        accept_prob = jnp.minimum(1.0, jnp.exp(delta))
-        accepted = jnp.log(jax.random.uniform(k_acc, dtype=delta.dtype)) < delta
-        new = jax.tree_util.tree_map(lambda a, b: jnp.where(accepted, a, b), proposal, state)
+        new, accept_prob, accepted = accept_reject(k_acc, delta, proposal, state)
         return new, RWMHInfo(accept_prob, accepted)
 
     return one_step
