@@ -1,0 +1,143 @@
+"""Every construction on the same projected vectors (issue 3).
+
+Synthetic logistic regression (HC §7.2: x ~ N(0, I_2), theta = [3, 3, 0]), Laplace pi_hat, J = 500 centred
+L2 features (IHT §2: each row's mean over the samples removed, so the constant offset the plain L2 norm
+penalises is gone; the Fisher norm would do too, but the IHT objective is stated for centred features).
+For N in {10^4, 10^5} and M in {10, 50, 100, 500, 1000} it records the relative squared error
+||sum v - V^T w||^2 / ||sum v||^2, the wall time after compilation (median of repeats) and the number of
+selected points. Solvers run on the full V (compress=False), so the times are those of the solvers.
+
+    .venv/bin/python benchmarks/solvers.py [--quick]
+
+writes benchmarks/results/solvers.json and benchmarks/results/solvers.png and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import coresets_jax as cj
+
+METHODS = ("uniform", "importance", "frank_wolfe", "giga", "omp", "iht", "iht2")
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def projected(n: int, j: int, seed: int = 0):
+    key = jax.random.key(seed)
+    k_data, k_pi, k_theta = jax.random.split(key, 3)
+    ds = cj.data.synthetic_logistic(k_data, n)
+    model = cj.models.logistic_regression()
+    approx = cj.laplace(model, ds.train, key=k_pi)
+    V = cj.project(model, ds.train, approx.sample(k_theta, j), norm="centered")
+    return V.block_until_ready()
+
+
+def timed(V, M, method, key, max_repeats=3):
+    t0 = time.perf_counter()
+    cs = cj.build(V, M, method, key=key, compress=False)
+    cs.weights.block_until_ready()
+    first = time.perf_counter() - t0
+    repeats = max_repeats if first < 20 else 1
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        cs = cj.build(V, M, method, key=key, compress=False)
+        cs.weights.block_until_ready()
+        times.append(time.perf_counter() - t0)
+    return cs, statistics.median(times), first, repeats
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="N = 10^4 and M <= 100 only")
+    args = parser.parse_args()
+    Ns = (10_000,) if args.quick else (10_000, 100_000)
+    Ms = (10, 50, 100) if args.quick else (10, 50, 100, 500, 1000)
+    J = 500
+    rows = []
+    for n in Ns:
+        V = projected(n, J)
+        for M in Ms:
+            for method in METHODS:
+                cs, t, first, repeats = timed(V, M, method, jax.random.key(1))
+                err = float(cj.relative_error(V, cs, squared=True))
+                row = dict(N=n, M=M, method=method, rel_sq_error=err, time_s=t, first_call_s=first,
+                           repeats=repeats, num_points=cs.num_points)
+                if "iterations" in cs.info:
+                    row["iterations"] = int(cs.info["iterations"])
+                rows.append(row)
+                print(f"N={n:>6} M={M:>4} {method:>11}: err {err:.3e}  time {t:8.3f}s  points {cs.num_points}",
+                      flush=True)
+    out = dict(
+        config=dict(model="logistic_regression", data="cj.data.synthetic_logistic (HC §7.2)", pi_hat="laplace",
+                    norm="centered", J=J, N=list(Ns), M=list(Ms), compress=False,
+                    timing="wall time of cj.build after a first (compiling) call; median of up to 3 repeats "
+                           "(1 when the first call took over 20 s)",
+                    sparse_vi="not in this table: it needs the model (cj.coreset) and draws samples of pi_w at "
+                              "every step; see sparse_vi below if present",
+                    jax=jax.__version__, device=str(jax.devices()[0]), cpu_count=os.cpu_count(),
+                    platform=platform.platform()),
+        results=rows,
+    )
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    path = os.path.join(HERE, "results", "solvers.json")
+    if os.path.exists(path):  # keep sections other runs added (e.g. sparse_vi)
+        with open(path) as f:
+            old = json.load(f)
+        for k, v in old.items():
+            out.setdefault(k, v)
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
+    table(rows)
+    plot(rows, Ns, os.path.join(HERE, "results", "solvers.png"))
+
+
+def table(rows):
+    print(f"\n{'N':>7} {'M':>5} | " + " | ".join(f"{m:>22}" for m in METHODS))
+    print(f"{'':>7} {'':>5} | " + " | ".join(f"{'err / time s / pts':>22}" for _ in METHODS))
+    keys = sorted({(r["N"], r["M"]) for r in rows})
+    by = {(r["N"], r["M"], r["method"]): r for r in rows}
+    for n, M in keys:
+        cells = []
+        for m in METHODS:
+            r = by.get((n, M, m))
+            cells.append(f"{r['rel_sq_error']:.1e} / {r['time_s']:6.3f} / {r['num_points']:>4}" if r else "")
+        print(f"{n:>7} {M:>5} | " + " | ".join(f"{c:>22}" for c in cells))
+
+
+def plot(rows, Ns, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, len(Ns), figsize=(6 * len(Ns), 8), squeeze=False)
+    for col, n in enumerate(Ns):
+        for m in METHODS:
+            rs = sorted((r for r in rows if r["N"] == n and r["method"] == m), key=lambda r: r["M"])
+            if not rs:
+                continue
+            Ms = [r["M"] for r in rs]
+            axes[0, col].loglog(Ms, [max(r["rel_sq_error"], 1e-16) for r in rs], "o-", label=m)
+            axes[1, col].loglog(Ms, [r["time_s"] for r in rs], "o-", label=m)
+        axes[0, col].set_title(f"synthetic logistic, N = {n}, J = 500, centred")
+        axes[0, col].set_ylabel("relative squared error")
+        axes[1, col].set_ylabel("wall time after compilation (s)")
+        for ax in axes[:, col]:
+            ax.set_xlabel("M (coreset size / iterations)")
+            ax.grid(True, which="both", alpha=0.3)
+    axes[0, 0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()
