@@ -46,7 +46,7 @@ def _datum_features(model: Model, norm: str, thetas: Array, coords: Array):
 @functools.partial(jax.jit, static_argnames=("model", "norm", "chunk_size", "dtype"))
 def _project(model: Model, data: Any, thetas: Array, coords: Array, norm: str, chunk_size: int, dtype):
     num_features, dim = thetas.shape
-    scale = jnp.sqrt((dim if norm == "fisher" else 1.0) / num_features).astype(dtype)
+    scale = jnp.sqrt((dim if norm == "fisher" else 1.0) / num_features).astype(thetas.dtype)
     features = _datum_features(model, norm, thetas, coords)
     return jax.lax.map(lambda datum: (features(datum) * scale).astype(dtype), data,
                        batch_size=chunk_size)
@@ -73,7 +73,8 @@ def project(model: Model, data: Any, thetas: Array, norm: str = "fisher", key: O
       thetas: (J, D) samples from pi_hat.
       norm: "fisher" (Eq. 5.7), "l2" (Eq. 5.10) or "centered" (IHT §2).
       key: draws the Fisher coordinates d_j; required for norm="fisher".
-      dtype: float32 by default; jnp.float64 needs `jax_enable_x64`.
+      dtype: storage dtype of V, float32 by default; jnp.float64 needs `jax_enable_x64`; bfloat16/float16
+        halve the bytes each solver pass reads (features are still computed in float32).
       chunk_size: rows per chunk of the streamed computation.
 
     Returns:
@@ -102,7 +103,9 @@ def project(model: Model, data: Any, thetas: Array, norm: str = "fisher", key: O
         raise ValueError(f"chunk_size: must be at least 1, got {chunk_size}")
     chunk_size = int(min(chunk_size, n))
     # Data sharded along N: each device projects its own rows (sharding.rowwise); else a plain call.
-    V = _sharding.rowwise(_project, _cast_floats(data, dtype), thetas.astype(dtype), coords,
+    # Features are computed in at least float32; a narrower dtype (bfloat16/float16) is storage only.
+    compute = jnp.promote_types(dtype, jnp.float32)
+    V = _sharding.rowwise(_project, _cast_floats(data, compute), thetas.astype(compute), coords,
                           prefix=(model,), suffix=(norm, chunk_size, dtype))
     if not bool(jnp.all(jnp.isfinite(V))):
         rows = jnp.nonzero(~jnp.all(jnp.isfinite(V), axis=1), size=1)[0]

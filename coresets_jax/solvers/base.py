@@ -39,6 +39,7 @@ __all__ = [
     "Support",
     "make_problem",
     "masked_argmax",
+    "matvec",
     "run",
     "support_add",
     "support_empty",
@@ -125,6 +126,13 @@ def make_problem(V: Array) -> Problem:
     Vf = V.astype(acc)
     norms = jnp.sqrt(jnp.sum(jnp.square(Vf), axis=1))
     return Problem(V, norms, jnp.sum(Vf, axis=0), norms > 0)
+
+
+def matvec(problem: Problem, x: Array) -> Array:
+    """V x, the one pass over V per iteration. V may be stored in bfloat16/float16 (half the bytes read);
+    the products accumulate in float32 and come back in the solver's working dtype."""
+    return jnp.matmul(problem.V, x.astype(problem.V.dtype),
+                      preferred_element_type=problem.target.dtype).astype(problem.target.dtype)
 
 
 def masked_argmax(scores: Array, valid: Array) -> Array:

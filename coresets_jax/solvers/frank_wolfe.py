@@ -24,8 +24,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import (Problem, Solver, Support, masked_argmax, support_add, support_empty, support_scale,
-                   take_rows)
+from .base import (Problem, Solver, Support, masked_argmax, matvec, support_add, support_empty,
+                   support_scale, take_rows)
 
 __all__ = ["frank_wolfe", "FrankWolfeState", "GramCache", "STEP_RULES"]
 
@@ -72,7 +72,7 @@ def frank_wolfe(size: int, step_rule: str = "line_search", cache_mb: int = 0) ->
         return int(min(size, (cache_mb << 20) // (4 * problem.V.shape[0])))
 
     def vertex_scores(problem: Problem, direction: jax.Array) -> jax.Array:
-        scores = problem.V @ direction.astype(problem.V.dtype)
+        scores = matvec(problem, direction)
         return scores.astype(direction.dtype) / jnp.where(problem.valid, problem.norms, 1.0)
 
     def vertex(problem: Problem, f: jax.Array) -> jax.Array:
@@ -100,8 +100,8 @@ def frank_wolfe(size: int, step_rule: str = "line_search", cache_mb: int = 0) ->
         if cap == 0:
             return state
         n = problem.V.shape[0]
-        base = (problem.V @ problem.target.astype(problem.V.dtype)).astype(dtype)
-        column = (problem.V @ take_rows(problem.V, f)).astype(dtype)
+        base = matvec(problem, problem.target).astype(dtype)
+        column = matvec(problem, take_rows(problem.V, f)).astype(dtype)
         cache = GramCache(base - (sigma / take_rows(problem.norms, f)) * column, base,
                           jnp.full(cap, -1, jnp.int32).at[0].set(f.astype(jnp.int32)),
                           jnp.zeros((cap, n), dtype).at[0].set(column), jnp.asarray(1, jnp.int32),
@@ -125,8 +125,8 @@ def frank_wolfe(size: int, step_rule: str = "line_search", cache_mb: int = 0) ->
             return column, (1.0 - applied) * cache.scores + applied * (cache.base - scale_f * column)
 
         def from_pass(_):  # one pass: the new column and the exact new scores
-            both = problem.V @ jnp.stack([take_rows(problem.V, f).astype(problem.V.dtype),
-                                          (problem.target - approx).astype(problem.V.dtype)], axis=1)
+            both = matvec(problem, jnp.stack([take_rows(problem.V, f).astype(dtype), problem.target - approx],
+                                             axis=1))
             return both[:, 0].astype(dtype), both[:, 1].astype(dtype)
 
         column, scores = jax.lax.cond(present, from_cache, from_pass, None)

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import Problem, Solver, Support, support_add, support_empty, support_scale, take_rows
+from .base import Problem, Solver, Support, matvec, support_add, support_empty, support_scale, take_rows
 
 __all__ = ["giga", "GigaState"]
 
@@ -62,7 +62,7 @@ def giga(size: int) -> Solver:
         z1 = jnp.dot(ell, lw)
         d, dnorm = _unit(ell - z1 * lw)
         sigma = jnp.where(problem.valid, problem.norms, 1.0)
-        proj = (problem.V @ jnp.stack([d, lw], axis=1).astype(problem.V.dtype)).astype(dtype)
+        proj = matvec(problem, jnp.stack([d, lw], axis=1)).astype(dtype)
         along, cos = proj[:, 0] / sigma, proj[:, 1] / sigma
         sin2 = 1.0 - cos * cos
         eps = 10 * jnp.finfo(dtype).eps

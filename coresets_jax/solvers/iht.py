@@ -27,7 +27,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import Problem, Solver
+from .base import Problem, Solver, matvec
 from .ops import combination, line_search, project_simplex, project_sparse_nonneg, scatter_dense, top_k, \
     unique_mask
 
@@ -82,7 +82,7 @@ def _aiht(size: int, max_iter: int, tol: float, simplex: bool, debias: bool) -> 
         z = scatter_dense(n, dtype, (s.indices, (1.0 + s.tau) * s.values), (s.prev_indices, -s.tau * s.prev_values))
         phi_z = (1.0 + s.tau) * s.approx - s.tau * s.prev_approx
         r = problem.target - phi_z
-        g = (problem.V @ r.astype(problem.V.dtype)).astype(dtype)  # = -grad f(z_t) / 2, one pass over V
+        g = matvec(problem, r).astype(dtype)  # = -grad f(z_t) / 2, one pass over V
         # lines 3-4: S = supp(z_t) ∪ top-k |g| outside supp(z_t)
         in_z = z != 0
         _, new = top_k(jnp.where(in_z, -1.0, jnp.abs(g)), k)

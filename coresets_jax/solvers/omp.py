@@ -18,7 +18,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import Problem, Solver, Support, support_empty
+from .base import Problem, Solver, Support, matvec, support_empty
 from .ops import nnls_gram
 
 __all__ = ["omp", "OMPState"]
@@ -63,7 +63,7 @@ def omp(size: int, nnls_max_iter: int = 100, nnls_tol: float = 1e-4) -> Solver:
     def step(problem: Problem, s: OMPState) -> OMPState:
         dtype = problem.target.dtype
         r = problem.target - s.approx
-        corr = (problem.V @ r.astype(problem.V.dtype)).astype(dtype)
+        corr = matvec(problem, r).astype(dtype)
         scores = corr / jnp.where(problem.valid, problem.norms, 1.0)
         scores = jnp.where(problem.valid & ~s.chosen, scores, -jnp.inf)
         f = jnp.argmax(scores)
