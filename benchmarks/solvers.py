@@ -9,7 +9,8 @@ selected points. Solvers run on the full V (compress=False), so the times are th
 
     .venv/bin/python benchmarks/solvers.py [--quick]
 
-writes benchmarks/results/solvers.json and benchmarks/results/solvers.png and prints a table.
+writes benchmarks/results/solvers.json and benchmarks/results/solvers.png (solvers_quick.* with --quick) and
+prints a table.
 """
 
 from __future__ import annotations
@@ -27,7 +28,12 @@ import numpy as np
 
 import coresets_jax as cj
 
-METHODS = ("uniform", "importance", "frank_wolfe", "giga", "omp", "iht", "iht2")
+# (label, method, options): A-IHT II also from the zero start alone (Algorithm 3 as printed), to show what
+# the default's second (GIGA) start buys and costs, and with the NNLS de-bias
+VARIANTS = (("uniform", "uniform", {}), ("importance", "importance", {}), ("frank_wolfe", "frank_wolfe", {}),
+            ("giga", "giga", {}), ("omp", "omp", {}), ("iht", "iht", {}), ("iht2", "iht2", {}),
+            ("iht2_zero_start", "iht2", {"init": "zero"}), ("iht2_nnls", "iht2", {"debias": "nnls"}))
+METHODS = tuple(label for label, _, _ in VARIANTS)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -41,16 +47,16 @@ def projected(n: int, j: int, seed: int = 0):
     return V.block_until_ready()
 
 
-def timed(V, M, method, key, max_repeats=3):
+def timed(V, M, method, key, max_repeats=3, **options):
     t0 = time.perf_counter()
-    cs = cj.build(V, M, method, key=key, compress=False)
+    cs = cj.build(V, M, method, key=key, compress=False, **options)
     cs.weights.block_until_ready()
     first = time.perf_counter() - t0
     repeats = max_repeats if first < 20 else 1
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        cs = cj.build(V, M, method, key=key, compress=False)
+        cs = cj.build(V, M, method, key=key, compress=False, **options)
         cs.weights.block_until_ready()
         times.append(time.perf_counter() - t0)
     return cs, statistics.median(times), first, repeats
@@ -67,15 +73,17 @@ def main():
     for n in Ns:
         V = projected(n, J)
         for M in Ms:
-            for method in METHODS:
-                cs, t, first, repeats = timed(V, M, method, jax.random.key(1))
+            for label, method, options in VARIANTS:
+                cs, t, first, repeats = timed(V, M, method, jax.random.key(1), **options)
                 err = float(cj.relative_error(V, cs, squared=True))
-                row = dict(N=n, M=M, method=method, rel_sq_error=err, time_s=t, first_call_s=first,
-                           repeats=repeats, num_points=cs.num_points)
+                row = dict(N=n, M=M, method=label, rel_sq_error=err, time_s=t, first_call_s=first,
+                           repeats=repeats, num_points=cs.num_points, options=options)
                 if "iterations" in cs.info:
                     row["iterations"] = int(cs.info["iterations"])
+                if "greedy_start" in cs.info:
+                    row["greedy_start_won"] = bool(cs.info["greedy_start"])
                 rows.append(row)
-                print(f"N={n:>6} M={M:>4} {method:>11}: err {err:.3e}  time {t:8.3f}s  points {cs.num_points}",
+                print(f"N={n:>6} M={M:>4} {label:>15}: err {err:.3e}  time {t:8.3f}s  points {cs.num_points}",
                       flush=True)
     out = dict(
         config=dict(model="logistic_regression", data="cj.data.synthetic_logistic (HC §7.2)", pi_hat="laplace",
@@ -89,7 +97,8 @@ def main():
         results=rows,
     )
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    path = os.path.join(HERE, "results", "solvers.json")
+    name = "solvers_quick" if args.quick else "solvers"  # a quick run never overwrites the full results
+    path = os.path.join(HERE, "results", f"{name}.json")
     if os.path.exists(path):  # keep sections other runs added (e.g. sparse_vi)
         with open(path) as f:
             old = json.load(f)
@@ -98,7 +107,7 @@ def main():
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
     table(rows)
-    plot(rows, Ns, os.path.join(HERE, "results", "solvers.png"))
+    plot(rows, Ns, os.path.join(HERE, "results", f"{name}.png"))
 
 
 def table(rows):
