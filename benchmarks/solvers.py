@@ -8,6 +8,7 @@ For N in {10^4, 10^5} and M in {10, 50, 100, 500, 1000} it records the relative 
 selected points. Solvers run on the full V (compress=False), so the times are those of the solvers.
 
     .venv/bin/python benchmarks/solvers.py [--quick]
+    .venv/bin/python benchmarks/solvers.py --sparse-vi   # adds Sparse VI at N = 10^4, M <= 100 (minutes)
 
 writes benchmarks/results/solvers.json and benchmarks/results/solvers.png (solvers_quick.* with --quick) and
 prints a table.
@@ -37,14 +38,39 @@ METHODS = tuple(label for label, _, _ in VARIANTS)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def projected(n: int, j: int, seed: int = 0):
+def setup(n: int, j: int, seed: int = 0):
+    """(model, data, Laplace pi_hat, V): the same projected vectors for every method."""
     key = jax.random.key(seed)
     k_data, k_pi, k_theta = jax.random.split(key, 3)
     ds = cj.data.synthetic_logistic(k_data, n)
     model = cj.models.logistic_regression()
     approx = cj.laplace(model, ds.train, key=k_pi)
     V = cj.project(model, ds.train, approx.sample(k_theta, j), norm="centered")
-    return V.block_until_ready()
+    return model, ds.train, approx, V.block_until_ready()
+
+
+def projected(n: int, j: int, seed: int = 0):
+    return setup(n, j, seed)[3]
+
+
+def sparse_vi_rows(n: int, Ms, j: int) -> list:
+    """Sparse VI with its defaults (IHT §5: step 1/t, 100 weight iterations; S = 100 samples of pi_w from a
+    short NUTS chain, since logistic regression has no closed-form posterior), scored on the same V."""
+    from coresets_jax.solvers.sparse_vi import sparse_vi
+
+    model, data, approx, V = setup(n, j)
+    rows = []
+    for M in Ms:
+        t0 = time.perf_counter()
+        cs = sparse_vi(model, data, M, jax.random.key(1), pi_hat=approx)
+        cs.weights.block_until_ready()
+        t = time.perf_counter() - t0
+        err = float(cj.relative_error(V, cs, squared=True))
+        rows.append(dict(N=n, M=M, method="sparse_vi", rel_sq_error=err, time_s=t, repeats=1,
+                         num_points=cs.num_points, timing="one call, compilation included"))
+        print(f"N={n:>6} M={M:>4} {'sparse_vi':>15}: err {err:.3e}  time {t:8.3f}s  points {cs.num_points}",
+              flush=True)
+    return rows
 
 
 def timed(V, M, method, key, max_repeats=3, **options):
@@ -65,7 +91,19 @@ def timed(V, M, method, key, max_repeats=3, **options):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="N = 10^4 and M <= 100 only")
+    parser.add_argument("--sparse-vi", action="store_true",
+                        help="only add the sparse_vi section (N = 10^4, M in 10, 50, 100) to solvers.json")
     args = parser.parse_args()
+    if args.sparse_vi:
+        path = os.path.join(HERE, "results", "solvers.json")
+        with open(path) as f:
+            out = json.load(f)
+        out["sparse_vi"] = dict(config=dict(N=10_000, J=500, sampler="nuts", num_samples=100, weight_iters=100,
+                                            step="1/t", device=str(jax.devices()[0]), cpu_count=os.cpu_count()),
+                                results=sparse_vi_rows(10_000, (10, 50, 100), 500))
+        with open(path, "w") as f:
+            json.dump(out, f, indent=1)
+        return
     Ns = (10_000,) if args.quick else (10_000, 100_000)
     Ms = (10, 50, 100) if args.quick else (10, 50, 100, 500, 1000)
     J = 500
