@@ -39,7 +39,7 @@ De-bias. One gradient step barely moves the weights when V is nearly low rank, a
 (singular values 1.05, 1.0, 0.94, then 0.02 for synthetic logistic regression). On that benchmark, N = 10^4,
 J = 500, M = 100 (benchmarks/results/solvers.json), the relative squared error after 300 iterations is 0.34
 with debias="step" and 1.3e-4 with debias="nnls"; OMP reaches 1.5e-3. The NNLS de-bias
-(`ops.nnls_gram`, warm-started, at most 200 iterations) costs O(k^2 J) per iteration for the support
+(`ops.refit_support`, warm-started, at most 200 iterations) costs O(k^2 J) per iteration for the support
 Gram, so it is an option, and the default stays Algorithm 3's step.
 
 Iterates are kept sparse, as (indices, values) of their k slots, together with Phi w; one pass over V per
@@ -56,8 +56,8 @@ import jax.numpy as jnp
 from .. import _validate
 from .base import Problem, Solver, matvec, run
 from .giga import giga
-from .ops import combination, line_search, nnls_gram, project_simplex, project_sparse_nonneg, scatter_dense, \
-    top_k, unique_mask
+from .ops import combination, line_search, project_simplex, project_sparse_nonneg, refit_support, \
+    scatter_dense, top_k, unique_mask
 
 __all__ = ["iht", "iht2", "IHTState"]
 
@@ -156,9 +156,8 @@ def _aiht(size: int, max_iter: int, tol: float, simplex: bool, debias: Optional[
         idx, val = project_sparse_nonneg(z + mu * g, k, total)
         approx = combination(problem, idx, val)
         if debias == "nnls":  # the pursuit de-bias: min_{w >= 0 on supp(x_t)} f(w), warm-started at x_t
-            rows = problem.V[idx].astype(dtype)
-            val = nnls_gram(rows @ rows.T, rows @ problem.target, val, val > 0, _NNLS_MAX_ITER, _NNLS_TOL).x
-            approx = val @ rows
+            _, val, _ = refit_support(problem, idx, val, _NNLS_MAX_ITER, _NNLS_TOL)
+            approx = combination(problem, idx, val)
         elif debias == "step":  # Algorithm 3 lines 8-10: gradient step restricted to supp(x_t)
             supp = val > 0
             r2 = problem.target - approx
