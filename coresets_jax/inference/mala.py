@@ -16,7 +16,7 @@ from typing import Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from ._metropolis import accept_reject
+from ._metropolis import accept_reject, bind
 
 __all__ = ["MALAState", "MALAInfo", "init", "build_kernel", "mala"]
 
@@ -79,10 +79,4 @@ def mala(logdensity_fn: Callable, step_size, chol: Optional[Array] = None) -> MA
 
     `chol` is the lower Cholesky factor of the preconditioner (identity when None).
     """
-    kernel = build_kernel()
-
-    def step(rng_key, state):
-        c = jnp.eye(state.position.shape[0], dtype=state.position.dtype) if chol is None else chol
-        return kernel(rng_key, state, logdensity_fn, step_size, c)
-
-    return MALA(lambda position: init(position, logdensity_fn), step)
+    return MALA(*bind(init, build_kernel(), logdensity_fn, step_size, chol))

@@ -14,7 +14,7 @@ from typing import Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from ._metropolis import accept_reject
+from ._metropolis import accept_reject, bind
 
 __all__ = ["RWMHState", "RWMHInfo", "init", "build_kernel", "rwmh"]
 
@@ -61,10 +61,4 @@ def rwmh(logdensity_fn: Callable, step_size, chol: Optional[Array] = None) -> RW
 
     `chol` is the lower Cholesky factor of the proposal shape (identity when None).
     """
-    kernel = build_kernel()
-
-    def step(rng_key, state):
-        c = jnp.eye(state.position.shape[0], dtype=state.position.dtype) if chol is None else chol
-        return kernel(rng_key, state, logdensity_fn, step_size, c)
-
-    return RWMH(lambda position: init(position, logdensity_fn), step)
+    return RWMH(*bind(init, build_kernel(), logdensity_fn, step_size, chol))
