@@ -14,7 +14,7 @@ from .construct import METHODS, build, coreset, relative_error
 from .data import load_npz
 from .distributed import merged_coreset
 from .inference import Posterior, sample
-from .model import Model, log_joint, log_likelihoods
+from .core.model import Model, log_joint, log_likelihoods
 from .pihat import GaussianApproximation, laplace, prior, samples
 from .projection import NORMS, project
 from .sensitivity import sensitivity_coreset

@@ -19,7 +19,7 @@ from typing import Any
 import jax
 import yaml
 
-from . import _validate
+from .core import validate as _validate
 from .construct import METHODS, build, relative_error
 from .data import load_npz, synthetic_logistic, synthetic_poisson
 from .models import logistic_regression, poisson_regression

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _validate, compress as _compress, pihat as _pihat, sharding as _sharding
-from .model import Model
+from .core.model import Model
 from .projection import project
 from .solvers import RANDOM_METHODS, REGISTRY, Coreset, make_problem, run
 from .solvers.refit import refit_arrays as _refit_arrays

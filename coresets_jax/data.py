@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _validate
+from .core import validate as _validate
 
 __all__ = ["Dataset", "load_npz", "synthetic_gaussian", "synthetic_logistic", "synthetic_poisson"]
 

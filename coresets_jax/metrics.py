@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _validate
-from .model import log_likelihoods
+from .core import validate as _validate
+from .core.model import log_likelihoods
 
 __all__ = [
     "gaussian_kl",

@@ -13,8 +13,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from . import _validate
-from .model import Model, log_likelihoods
+from .core import validate as _validate
+from .core.model import Model, log_likelihoods
 
 __all__ = ["GaussianApproximation", "PriorSamples", "Samples", "laplace", "prior", "samples"]
 

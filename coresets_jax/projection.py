@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _validate, sharding as _sharding
-from .model import Model
+from .core.model import Model
 
 __all__ = ["project", "NORMS"]
 

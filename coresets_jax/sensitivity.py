@@ -31,8 +31,9 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from . import _validate
-from .solvers.base import Coreset, aggregate_draws
+from .core import validate as _validate
+from .core import Coreset
+from .solvers.base import aggregate_draws
 
 __all__ = [
     "KMeans",

@@ -33,7 +33,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from . import _validate
+from .core import validate as _validate
+from .core.rows import _current_axes, take_rows, top_k  # noqa: F401 (re-exported)
 
 __all__ = ["DATA_AXIS", "data_mesh", "leading_mesh", "make_data_mesh", "rowwise", "shard", "take_rows",
            "top_k"]
@@ -126,71 +127,6 @@ def data_mesh(x: Any):
     """
     mesh = leading_mesh(x)
     return contextlib.nullcontext() if mesh is None else jax.set_mesh(mesh)
-
-
-def _current_axes(length: int) -> Optional[tuple]:
-    """The current mesh's Auto axes of size > 1 (inside a shard_map body they are Manual: none left).
-
-    None when there is no such mesh, or when `length` does not split evenly over it (a small array that is
-    not indexed by N): then the plain operation is used, which is correct whatever the layout.
-    """
-    mesh = jax.sharding.get_abstract_mesh()
-    if mesh.empty:
-        return None
-    axes = tuple(a for a, t in zip(mesh.axis_names, mesh.axis_types)
-                 if t == jax.sharding.AxisType.Auto and mesh.shape[a] > 1)
-    if not axes or length % int(np.prod([mesh.shape[a] for a in axes])):
-        return None
-    return axes
-
-
-# --------------------------------------------------------------------------------------------------------
-# Collectives used inside jitted solvers (plain indexing without a mesh).
-
-
-def take_rows(x: Array, idx: Array) -> Array:
-    """x[idx] along the leading axis (idx a scalar or a vector of row numbers).
-
-    Under a data mesh: each device reads the rows it owns (zeros elsewhere) and a `psum` combines them, so
-    the traffic is the rows themselves rather than an all-gather of x. Out-of-range idx gives zeros there
-    instead of a clamped row.
-    """
-    axes = _current_axes(x.shape[0])
-    if axes is None:
-        return x[idx]
-
-    def local(xl, i):
-        n = xl.shape[0]
-        j = i - jax.lax.axis_index(axes) * n
-        own = (j >= 0) & (j < n)
-        rows = xl[jnp.clip(j, 0, n - 1)]
-        own = own.reshape(own.shape + (1,) * (rows.ndim - own.ndim))
-        return jax.lax.psum(jnp.where(own, rows, jnp.zeros_like(rows)), axes)
-
-    spec = P(axes)
-    return jax.shard_map(local, in_specs=(spec, P()), out_specs=P())(x, idx)
-
-
-def top_k(x: Array, k: int) -> tuple[Array, Array]:
-    """`lax.top_k` of a vector of length N: (values, indices), largest first.
-
-    Under a data mesh: a local top-k on each device (k capped at the local length), an all-gather of the D*k
-    candidates with their global indices, then the top k of those. The result is the global top-k.
-    """
-    axes = _current_axes(x.shape[0])
-    if axes is None:
-        return jax.lax.top_k(x, k)
-
-    def local(xl):
-        n = xl.shape[0]
-        values, idx = jax.lax.top_k(xl, min(k, n))
-        idx = idx + jax.lax.axis_index(axes) * n
-        values = jax.lax.all_gather(values, axes, tiled=True)
-        idx = jax.lax.all_gather(idx, axes, tiled=True)
-        best, pos = jax.lax.top_k(values, k)
-        return best, idx[pos]
-
-    return jax.shard_map(local, in_specs=P(axes), out_specs=(P(), P()), check_vma=False)(x)
 
 
 # --------------------------------------------------------------------------------------------------------

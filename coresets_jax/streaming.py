@@ -31,9 +31,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _validate
+from .core import validate as _validate
 from .construct import build
-from .model import Model
+from .core.model import Model
 from .projection import project
 from .solvers import RANDOM_METHODS, REGISTRY, Coreset
 

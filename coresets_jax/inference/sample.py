@@ -33,10 +33,10 @@ import jax.numpy as jnp
 import numpy as np
 from blackjax.adaptation.base import get_filter_adapt_info_fn
 
-from .. import _validate
-from ..model import Model
+from ..core import validate as _validate
+from ..core.model import Model
 from ..pihat import laplace
-from ..solvers.base import Coreset
+from ..core import Coreset
 from . import mala as _mala
 from . import rwmh as _rwmh
 from ._adapt import run_warmup

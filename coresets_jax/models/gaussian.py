@@ -10,7 +10,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
-from ..model import Model
+from ..core.model import Model
 
 __all__ = ["gaussian_mean", "gaussian_mean_posterior", "gaussian_mean_fisher_vectors"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..model import Model
+from ..core.model import Model
 
 __all__ = ["logistic_regression", "poisson_regression", "gaussian_log_prior"]
 

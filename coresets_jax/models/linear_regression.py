@@ -12,7 +12,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
-from ..model import Model
+from ..core.model import Model
 
 __all__ = ["linear_regression", "linear_regression_posterior"]
 

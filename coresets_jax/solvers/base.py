@@ -24,13 +24,13 @@ and the residual bookkeeping.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from ..sharding import take_rows, top_k  # mesh-aware x[idx], lax.top_k
+from ..core import Coreset  # noqa: F401 (the result type; re-exported for older imports)
+from ..core.rows import take_rows, top_k  # mesh-aware x[idx], lax.top_k
 
 __all__ = [
     "Coreset",
@@ -49,58 +49,6 @@ __all__ = [
 ]
 
 Array = jax.Array
-
-
-# --------------------------------------------------------------------------------------------------------
-# The result.
-
-
-@jax.tree_util.register_pytree_node_class
-@dataclasses.dataclass(frozen=True)
-class Coreset:
-    """A weighted subset of fixed capacity.
-
-    Attributes:
-      indices: (capacity,) int rows of the dataset; unused slots hold 0 with weight 0.
-      weights: (capacity,) non-negative weights; 0 on padding.
-      info: dict of array diagnostics from the solver (e.g. Frank–Wolfe line-search steps, error).
-      method: the construction's name (static).
-    """
-
-    indices: Array
-    weights: Array
-    info: dict = dataclasses.field(default_factory=dict)
-    method: str = ""
-
-    def tree_flatten(self):
-        return (self.indices, self.weights, self.info), self.method
-
-    @classmethod
-    def tree_unflatten(cls, method, children):
-        indices, weights, info = children
-        return cls(indices, weights, info, method)
-
-    @property
-    def capacity(self) -> int:
-        return int(self.indices.shape[0])
-
-    @property
-    def num_points(self) -> int:
-        """Number of rows with weight > 0 (a Python int, so not usable under `jit`)."""
-        return int(jnp.count_nonzero(self.weights > 0))
-
-    def dense(self, n: int) -> Array:
-        """The full weight vector of length N."""
-        return jnp.zeros(n, self.weights.dtype).at[self.indices].add(self.weights)
-
-    def compact(self) -> "Coreset":
-        """Only the slots with positive weight (a concrete, variable-size coreset)."""
-        keep = self.weights > 0
-        return Coreset(self.indices[keep], self.weights[keep], self.info, self.method)
-
-    def __repr__(self) -> str:
-        return (f"Coreset(method={self.method!r}, capacity={self.indices.shape[0]}, "
-                f"num_points={self.num_points}, total_weight={float(jnp.sum(self.weights)):.4g})")
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from .. import _validate
+from ..core import validate as _validate
 from .base import Problem, Solver, matvec, run
 from .giga import giga
 from .ops import combination, line_search, project_simplex, project_sparse_nonneg, refit_support, \

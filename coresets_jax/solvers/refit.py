@@ -12,8 +12,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .. import _validate
-from .base import Coreset, make_problem
+from ..core import validate as _validate
+from ..core import Coreset
+from .base import make_problem
 from .ops import refit_support
 
 __all__ = ["refit", "refit_arrays"]

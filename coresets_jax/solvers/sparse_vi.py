@@ -23,8 +23,7 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from ..model import Model
-from .base import Coreset
+from ..core import Coreset, Model
 
 __all__ = ["sparse_vi", "SparseVIState"]
 

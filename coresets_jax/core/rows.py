@@ -1,0 +1,87 @@
+"""Row access that respects a device mesh: the one row accessor and the one top-k of the package.
+
+Under a data mesh (`cj.shard`: every array with leading axis N split along all mesh axes), a dynamic gather
+`x[idx]` makes XLA's partitioner all-gather the whole of x. `take_rows` instead reads each row on the device
+that owns it and `psum`s it (the rows only), and `top_k` takes a local top-k per device, then the top k of
+the gathered candidates. Without a mesh both are plain `x[idx]` and `lax.top_k`, so single-device code is
+unchanged. Every solver, NNLS, refit and sampler gathers rows through here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import PartitionSpec as P
+
+__all__ = ["take_data", "take_rows", "top_k"]
+
+Array = jax.Array
+
+
+def _current_axes(length: int) -> Optional[tuple]:
+    """The current mesh's Auto axes of size > 1 (inside a shard_map body they are Manual: none left).
+
+    None when there is no such mesh, or when `length` does not split evenly over it (a small array that is
+    not indexed by N): then the plain operation is used, which is correct whatever the layout.
+    """
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.empty:
+        return None
+    axes = tuple(a for a, t in zip(mesh.axis_names, mesh.axis_types)
+                 if t == jax.sharding.AxisType.Auto and mesh.shape[a] > 1)
+    if not axes or length % int(np.prod([mesh.shape[a] for a in axes])):
+        return None
+    return axes
+
+
+def take_rows(x: Array, idx: Array) -> Array:
+    """x[idx] along the leading axis (idx a scalar or a vector of row numbers).
+
+    Under a data mesh: each device reads the rows it owns (zeros elsewhere) and a `psum` combines them, so
+    the traffic is the rows themselves rather than an all-gather of x. Out-of-range idx gives zeros there
+    instead of a clamped row.
+    """
+    axes = _current_axes(x.shape[0])
+    if axes is None:
+        return x[idx]
+
+    def local(xl, i):
+        n = xl.shape[0]
+        j = i - jax.lax.axis_index(axes) * n
+        own = (j >= 0) & (j < n)
+        rows = xl[jnp.clip(j, 0, n - 1)]
+        own = own.reshape(own.shape + (1,) * (rows.ndim - own.ndim))
+        return jax.lax.psum(jnp.where(own, rows, jnp.zeros_like(rows)), axes)
+
+    spec = P(axes)
+    return jax.shard_map(local, in_specs=(spec, P()), out_specs=P())(x, idx)
+
+
+def top_k(x: Array, k: int) -> tuple[Array, Array]:
+    """`lax.top_k` of a vector of length N: (values, indices), largest first.
+
+    Under a data mesh: a local top-k on each device (k capped at the local length), an all-gather of the D*k
+    candidates with their global indices, then the top k of those. The result is the global top-k.
+    """
+    axes = _current_axes(x.shape[0])
+    if axes is None:
+        return jax.lax.top_k(x, k)
+
+    def local(xl):
+        n = xl.shape[0]
+        values, idx = jax.lax.top_k(xl, min(k, n))
+        idx = idx + jax.lax.axis_index(axes) * n
+        values = jax.lax.all_gather(values, axes, tiled=True)
+        idx = jax.lax.all_gather(idx, axes, tiled=True)
+        best, pos = jax.lax.top_k(values, k)
+        return best, idx[pos]
+
+    return jax.shard_map(local, in_specs=P(axes), out_specs=(P(), P()), check_vma=False)(x)
+
+
+def take_data(data: Any, idx: Array) -> Any:
+    """The rows `idx` of every leaf of a data pytree (mesh-aware, as `take_rows`)."""
+    return jax.tree_util.tree_map(lambda leaf: take_rows(jnp.asarray(leaf), idx), data)

@@ -1,0 +1,108 @@
+"""Input checks for the public boundary.
+
+Every public function validates once, here, outside `jit`, and raises `ValueError` naming the argument.
+Jitted kernels assume their inputs are valid and have static shapes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "check_choice",
+    "check_data",
+    "check_finite",
+    "check_key",
+    "check_matrix",
+    "check_size",
+    "num_rows",
+]
+
+
+def _is_array(x: Any) -> bool:
+    return isinstance(x, (jax.Array, np.ndarray))
+
+
+def num_rows(data: Any, name: str = "data") -> int:
+    """Leading-axis length N shared by every leaf of a data pytree."""
+    leaves = jax.tree_util.tree_leaves(data)
+    if not leaves:
+        raise ValueError(f"{name}: the data pytree has no arrays")
+    sizes = []
+    for leaf in leaves:
+        if not _is_array(leaf) and not np.isscalar(leaf):
+            raise ValueError(f"{name}: leaves must be arrays, got {type(leaf).__name__}")
+        shape = np.shape(leaf)
+        if len(shape) == 0:
+            raise ValueError(f"{name}: every leaf needs a leading axis N; got a scalar leaf")
+        sizes.append(shape[0])
+    if len(set(sizes)) != 1:
+        raise ValueError(f"{name}: leading axes do not match across leaves: {sizes}")
+    if sizes[0] < 1:
+        raise ValueError(f"{name}: the dataset is empty (N = 0)")
+    return int(sizes[0])
+
+
+def check_finite(x: Any, name: str) -> None:
+    """Raise if any floating leaf of `x` holds NaN or inf (one device-to-host sync per leaf)."""
+    for leaf in jax.tree_util.tree_leaves(x):
+        if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact):
+            if not bool(jnp.all(jnp.isfinite(leaf))):
+                bad = int(jnp.sum(~jnp.isfinite(leaf)))
+                raise ValueError(f"{name}: contains {bad} NaN or inf value(s)")
+
+
+def check_data(data: Any, name: str = "data") -> int:
+    """Check a data pytree: shared leading axis and finite values. Returns N."""
+    n = num_rows(data, name)
+    check_finite(data, name)
+    return n
+
+
+def check_matrix(V: Any, name: str = "V") -> jax.Array:
+    """Check the projected vectors: a finite 2-D (N, J) array with N, J >= 1."""
+    if not _is_array(V):
+        raise ValueError(f"{name}: expected a 2-D array of shape (N, J), got {type(V).__name__}")
+    if np.ndim(V) != 2:
+        raise ValueError(f"{name}: expected a 2-D array of shape (N, J), got shape {np.shape(V)}")
+    if min(np.shape(V)) < 1:
+        raise ValueError(f"{name}: has an empty axis, shape {np.shape(V)}")
+    if not jnp.issubdtype(jnp.result_type(V), jnp.floating):
+        raise ValueError(f"{name}: expected a floating dtype, got {jnp.result_type(V)}")
+    V = jnp.asarray(V)
+    check_finite(V, name)
+    return V
+
+
+def check_size(size: Any, n: int, name: str = "size") -> int:
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
+        raise ValueError(f"{name}: expected an integer, got {size!r}")
+    if size < 1:
+        raise ValueError(f"{name}: must be at least 1, got {size}")
+    if size > n:
+        raise ValueError(f"{name}: must be at most N = {n}, got {size}")
+    return int(size)
+
+
+def check_choice(value: Any, choices: Iterable[str], name: str) -> str:
+    choices = list(choices)
+    if value not in choices:
+        raise ValueError(f"{name}: unknown value {value!r}; expected one of {choices}")
+    return value
+
+
+def check_key(key: Any, name: str = "key") -> jax.Array:
+    """Accept a typed key (`jax.random.key`) or a raw uint32 key (`jax.random.PRNGKey`)."""
+    if key is None:
+        raise ValueError(f"{name}: a PRNG key is required, e.g. jax.random.key(0)")
+    if isinstance(key, (int, np.integer)):
+        raise ValueError(f"{name}: expected a PRNG key such as jax.random.key({key}), got an int")
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return key
+    if key.dtype == jnp.uint32 and key.shape == (2,):
+        return jax.random.wrap_key_data(key)
+    raise ValueError(f"{name}: expected a PRNG key, got dtype {key.dtype} and shape {key.shape}")
