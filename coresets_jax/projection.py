@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _validate, sharding as _sharding
+from .core import checks as _checks
 from .core.model import Model
 
 __all__ = ["project", "NORMS"]
@@ -27,15 +28,24 @@ NORMS = ("fisher", "l2", "centered")
 Array = jax.Array
 
 
+def _fisher_values_and_grads(model: Model):
+    """(theta, datum) -> (L_n(theta), grad L_n(theta)); autodiff gives the value for free."""
+    if model.grad_log_likelihood is None:
+        return jax.value_and_grad(model.log_likelihood)
+    return lambda theta, datum: (model.log_likelihood(theta, datum), model.grad_log_likelihood(theta, datum))
+
+
 def _datum_features(model: Model, norm: str, thetas: Array, coords: Array):
     """Returns datum -> (J,) unscaled feature row."""
     if norm == "fisher":
-        grad_fn = model.grad_log_likelihood or jax.grad(model.log_likelihood)
+        value_and_grad = _fisher_values_and_grads(model)
         cols = jnp.arange(thetas.shape[0])
 
         def features(datum):
-            grads = jax.vmap(grad_fn, in_axes=(0, None))(thetas, datum)  # (J, D)
-            return grads[cols, coords]
+            lls, grads = jax.vmap(value_and_grad, in_axes=(0, None))(thetas, datum)  # (J,), (J, D)
+            # A gradient can be finite where L_n is -inf (Poisson with y < 0); mark the row so the one
+            # finiteness check of V catches a non-finite log-likelihood for every norm.
+            return jnp.where(jnp.isfinite(lls), grads[cols, coords], jnp.nan)
     else:
         def features(datum):
             lls = jax.vmap(model.log_likelihood, in_axes=(0, None))(thetas, datum)
@@ -80,12 +90,13 @@ def project(model: Model, data: Any, thetas: Array, norm: str = "fisher", key: O
     Returns:
       V of shape (N, J) with <v_n, v_m> estimating <L_n, L_m> (Theorem 5.2).
     """
-    n = _validate.check_data(data)
+    n = _checks.check_model_data(model, data)
     _validate.check_choice(norm, NORMS, "norm")
     thetas = jnp.asarray(thetas)
     if thetas.ndim != 2 or thetas.shape[0] < 1:
         raise ValueError(f"thetas: expected shape (J, D) with J >= 1, got {thetas.shape}")
     _validate.check_finite(thetas, "thetas")
+    _checks.check_theta(model, data, thetas, "thetas", ndim=2)
     dtype = jnp.dtype(jnp.float32 if dtype is None else dtype)
     if not jnp.issubdtype(dtype, jnp.floating):
         raise ValueError(f"dtype: expected a floating dtype, got {dtype}")
@@ -108,7 +119,18 @@ def project(model: Model, data: Any, thetas: Array, norm: str = "fisher", key: O
     V = _sharding.rowwise(_project, _cast_floats(data, compute), thetas.astype(compute), coords,
                           prefix=(model,), suffix=(norm, chunk_size, dtype))
     if not bool(jnp.all(jnp.isfinite(V))):
-        rows = jnp.nonzero(~jnp.all(jnp.isfinite(V), axis=1), size=1)[0]
-        raise ValueError(f"model: log_likelihood (or its gradient) returned non-finite values at pi_hat's "
-                         f"samples, first at data row {int(rows[0])}; check the model or pi_hat")
+        row = int(jnp.argmin(jnp.all(jnp.isfinite(V), axis=1)))
+        raise ValueError(f"model: {_first_non_finite(model, data, thetas, row)} at pi_hat's samples (thetas), "
+                         f"first at data row {row}; check that the model fits the data, or pi_hat")
     return V
+
+
+def _first_non_finite(model: Model, data: Any, thetas: Array, row: int) -> str:
+    """Which of L_n or its gradient is non-finite at data row `row`, and its value (one row: cheap)."""
+    datum = jax.tree_util.tree_map(lambda leaf: jnp.asarray(leaf[row]), data)
+    lls = jax.vmap(model.log_likelihood, in_axes=(0, None))(thetas, datum)
+    bad = ~jnp.isfinite(lls)
+    if bool(jnp.any(bad)):
+        j = int(jnp.argmax(bad))
+        return f"log_likelihood is {float(lls[j])} (not finite) at theta_{j}"
+    return "the gradient of log_likelihood is not finite"

@@ -31,8 +31,10 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
+from .core import checks as _checks
 from .core import validate as _validate
 from .core import Coreset
+from .models.glm import logistic_regression as _logistic_regression
 from .solvers.base import aggregate_draws
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
 
 Array = jax.Array
 CENTERS = ("original", "exact")
+_LOGISTIC = _logistic_regression()  # only its data spec is used: (X, y), y in {-1, +1} or {0, 1}
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -166,17 +169,13 @@ def _lemma_3_1(Z: Array, clusters: KMeans, radius: Array, exact: bool) -> Array:
 
 
 def _logistic_z(data: Any) -> Array:
-    if not (isinstance(data, (tuple, list)) and len(data) == 2):
-        raise ValueError("data: expected the logistic-regression pytree (X, y) with y in {-1, +1}")
+    """Z_n = y_n x_n with y in {-1, +1}; labels in {0, 1} are read as 2y - 1, like the logistic model."""
+    _checks.check_model_data(_LOGISTIC, data)
     X, y = data
     X = jnp.asarray(X)
     y = jnp.asarray(y)
-    if X.ndim != 2 or y.ndim != 1:
-        raise ValueError(f"data: expected X of shape (N, D) and y of shape (N,), got {X.shape} and {y.shape}")
-    if not bool(jnp.all(jnp.abs(y) == 1)):
-        raise ValueError("data: labels y must be -1 or +1 (LR §3.1)")
     dtype = jnp.promote_types(X.dtype, jnp.float32)
-    return y.astype(dtype)[:, None] * X.astype(dtype)
+    return jnp.where(y == 0, -1.0, y).astype(dtype)[:, None] * X.astype(dtype)
 
 
 def logistic_sensitivity(data: Any, key: Array, k: int = 6, a: float = 3.0, *, radius: Optional[float] = None,
@@ -185,7 +184,7 @@ def logistic_sensitivity(data: Any, key: Array, k: int = 6, a: float = 3.0, *, r
     """Sensitivity upper bounds m_n for logistic regression on B_R (LR Lemma 3.1 with App. E's choices).
 
     Args:
-      data: (X, y), y in {-1, +1}; Z_n = y_n x_n (X carries any intercept column).
+      data: (X, y), y in {-1, +1} or {0, 1} (0 means -1); Z_n = y_n x_n (X carries any intercept column).
       key: PRNG key for the k-means++ subsample and seeding.
       k: number of clusters (LR uses 4 to 6).
       a: R = a / sqrt(I) unless `radius` is given.
@@ -269,7 +268,7 @@ def sensitivity_coreset(data: Any, size: Optional[int] = None, key: Optional[Arr
     """Logistic-regression coreset by sensitivity sampling, LR Algorithm 1 with App. E's choices.
 
     Args:
-      data: (X, y) with y in {-1, +1}.
+      data: (X, y) with y in {-1, +1} or {0, 1} (0 means -1).
       size: M, the number of draws. If None, derived from epsilon and delta (Alg. 1 line 5).
       key: PRNG key (clustering and sampling).
       k, a: clusters and R = a / sqrt(I) (LR uses k in 4..6, a = 3).

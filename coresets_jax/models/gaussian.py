@@ -10,6 +10,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
+from ..core import checks as _checks
 from ..core.model import Model
 
 __all__ = ["gaussian_mean", "gaussian_mean_posterior", "gaussian_mean_fisher_vectors"]
@@ -34,7 +35,7 @@ def gaussian_mean(dim: int, prior_mean: Optional[jax.Array] = None) -> Model:
     def sample_prior(key, num, data=None):
         return mu0 + jax.random.normal(key, (num, dim))
 
-    return Model(
+    model = Model(
         log_likelihood=log_likelihood,
         log_prior=log_prior,
         grad_log_likelihood=grad_log_likelihood,
@@ -43,6 +44,8 @@ def gaussian_mean(dim: int, prior_mean: Optional[jax.Array] = None) -> Model:
         posterior=lambda data, weights=None: gaussian_mean_posterior(data, weights, mu0),
         name="gaussian_mean",
     )
+    # One (N, dim) array; `check_model_data` refuses (N,) (the broadcast would silently work) and (N, D != dim).
+    return _checks.register(model, _checks.DataSpec("matrix", dim=int(dim)))
 
 
 def gaussian_mean_posterior(y: jax.Array, weights: Optional[jax.Array] = None,

@@ -1,7 +1,9 @@
 """Generalised linear models of HC §7: logistic (Eq. 7.1) and Poisson (Eq. 7.2) regression.
 
 The data is `(X, y)` with X of shape (N, D) already carrying any intercept column. The prior is
-N(0, prior_scale^2 I) as in the papers.
+N(0, prior_scale^2 I) as in the papers. Each model declares this data (`core.checks.DataSpec`), so
+`core.checks.check_model_data` refuses a dict, a missing feature axis, labels outside {-1, +1} / {0, 1}
+(logistic) and non-count responses (Poisson) at the public boundary.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from ..core import checks as _checks
 from ..core.model import Model
 
 __all__ = ["logistic_regression", "poisson_regression", "gaussian_log_prior"]
@@ -37,20 +40,36 @@ def _zeros_init(data):
     return jnp.zeros(X.shape[-1], dtype=jnp.result_type(X, jnp.float32))
 
 
+def _plus_minus(y, dtype):
+    """Labels in {0, 1} (NumPyro's, scikit-learn's) read as {-1, +1}: y' = 2y - 1 on {0, 1}.
+
+    Per datum, y' = -1 where y == 0 and y' = y otherwise, which is 2y - 1 on {0, 1} and the identity on
+    {-1, +1}; the two codings then give the same likelihood, so the same posterior everywhere.
+    """
+    return jnp.where(y == 0, -1.0, y).astype(dtype)
+
+
 def logistic_regression(prior_scale: float = 1.0) -> Model:
-    """Logistic regression, HC Eq. 7.1: L_n(theta) = -log(1 + exp(-y_n x_n^T theta)), y_n in {-1, +1}."""
+    """Logistic regression, HC Eq. 7.1: L_n(theta) = -log(1 + exp(-y_n x_n^T theta)), y_n in {-1, +1}.
+
+    Labels in {0, 1} are accepted too, with 0 meaning -1 (`_plus_minus`); any other label set is refused by
+    `core.checks.check_model_data`.
+    """
     if not prior_scale > 0:
         raise ValueError(f"prior_scale: must be positive, got {prior_scale}")
 
     def log_likelihood(theta, datum):
         x, y = datum
-        return -jax.nn.softplus(-y * jnp.dot(x, theta))
+        eta = jnp.dot(x, theta)
+        return -jax.nn.softplus(-_plus_minus(y, eta.dtype) * eta)
 
     def grad_log_likelihood(theta, datum):
         x, y = datum
-        return (y * jax.nn.sigmoid(-y * jnp.dot(x, theta)))[..., None] * x
+        eta = jnp.dot(x, theta)
+        s = _plus_minus(y, eta.dtype)
+        return (s * jax.nn.sigmoid(-s * eta))[..., None] * x
 
-    return Model(
+    model = Model(
         log_likelihood=log_likelihood,
         log_prior=gaussian_log_prior(prior_scale),
         grad_log_likelihood=grad_log_likelihood,
@@ -58,6 +77,7 @@ def logistic_regression(prior_scale: float = 1.0) -> Model:
         sample_prior=_gaussian_prior_sampler(prior_scale, lambda data: data[0].shape[-1]),
         name="logistic_regression",
     )
+    return _checks.register(model, _checks.DataSpec("xy", "binary"))
 
 
 def poisson_regression(prior_scale: float = 1.0) -> Model:
@@ -83,7 +103,7 @@ def poisson_regression(prior_scale: float = 1.0) -> Model:
         dlog_rate = jnp.where(eta < -30.0, 1.0, jax.nn.sigmoid(eta) / rate)
         return (y * dlog_rate - jax.nn.sigmoid(eta))[..., None] * x
 
-    return Model(
+    model = Model(
         log_likelihood=log_likelihood,
         log_prior=gaussian_log_prior(prior_scale),
         grad_log_likelihood=grad_log_likelihood,
@@ -91,3 +111,4 @@ def poisson_regression(prior_scale: float = 1.0) -> Model:
         sample_prior=_gaussian_prior_sampler(prior_scale, lambda data: data[0].shape[-1]),
         name="poisson_regression",
     )
+    return _checks.register(model, _checks.DataSpec("xy", "count"))

@@ -12,6 +12,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
+from ..core import checks as _checks
 from ..core.model import Model
 
 __all__ = ["linear_regression", "linear_regression_posterior"]
@@ -56,7 +57,7 @@ def linear_regression(noise_scale: float = 1.0, prior_scale: float = 1.0,
     def posterior(data, weights=None):
         return linear_regression_posterior(data, weights, noise_scale, prior_scale, prior_mean)
 
-    return Model(
+    model = Model(
         log_likelihood=log_likelihood,
         log_prior=log_prior,
         grad_log_likelihood=grad_log_likelihood,
@@ -65,6 +66,8 @@ def linear_regression(noise_scale: float = 1.0, prior_scale: float = 1.0,
         posterior=posterior,
         name="linear_regression",
     )
+    # (X, y) with real y; `check_model_data` refuses a dict, a missing feature axis and y of shape (N, 1).
+    return _checks.register(model, _checks.DataSpec("xy", "real"))
 
 
 def linear_regression_posterior(data, weights: Optional[jax.Array] = None, noise_scale: float = 1.0,
