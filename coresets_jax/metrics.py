@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .core import checks as _checks
 from .core import validate as _validate
 from .core.model import log_likelihoods
 
@@ -36,12 +37,58 @@ __all__ = [
 ]
 
 
+def _is_traced(*xs) -> bool:
+    return any(isinstance(x, jax.core.Tracer) for x in xs)
+
+
+def _check_gaussian(mean, cov, mean_name: str, cov_name: str):
+    """A finite (D,) mean and a finite, symmetric, positive definite (D, D) covariance; else ValueError."""
+    mean, cov = jnp.asarray(mean), jnp.asarray(cov)
+    if mean.ndim != 1 or mean.shape[0] < 1:
+        raise ValueError(f"{mean_name}: expected shape (D,), got {mean.shape}")
+    d = mean.shape[0]
+    if cov.shape != (d, d):
+        raise ValueError(f"{cov_name}: has shape {cov.shape}, but {mean_name} has shape {mean.shape}, so "
+                         f"({d}, {d}) is expected")
+    _validate.check_finite(mean, mean_name)
+    _validate.check_finite(cov, cov_name)
+    dtype = jnp.promote_types(cov.dtype, jnp.float32)
+    cov = cov.astype(dtype)
+    # Symmetric up to rounding: Laplace and sample covariances are, a transposed factor product is not.
+    scale = float(jnp.max(jnp.abs(cov)))
+    asym = float(jnp.max(jnp.abs(cov - cov.T)))
+    if asym > 1e3 * float(jnp.finfo(dtype).eps) * max(scale, float(jnp.finfo(dtype).tiny)):
+        raise ValueError(f"{cov_name}: is not symmetric (max |S - S^T| = {asym:.3g}, max |S| = {scale:.3g})")
+    eig_min = float(jnp.min(jnp.linalg.eigvalsh(cov)))
+    if not eig_min > 0 or not bool(jnp.all(jnp.isfinite(jnp.linalg.cholesky(cov)))):
+        raise ValueError(f"{cov_name}: is not positive definite (smallest eigenvalue {eig_min:.3g}); a "
+                         f"Gaussian's covariance must be symmetric positive definite")
+    return mean, cov
+
+
 def gaussian_kl(mean_p, cov_p, mean_q, cov_q) -> jax.Array:
     """KL(p || q) between N(mean_p, cov_p) and N(mean_q, cov_q) (HC Eq. 6.6 with p = pi, q = pi_tilde).
 
     KL = 1/2 [tr(S_q^{-1} S_p) + (m_q - m_p)^T S_q^{-1} (m_q - m_p) - D + log |S_q| / |S_p|].
+
+    Concrete inputs are checked (shapes, finiteness, symmetric positive definite covariances: `ValueError`
+    naming the argument), and a non-finite result (a covariance too ill-conditioned for its dtype) raises
+    rather than returning NaN or inf. Under `jit`/`vmap` the checks are skipped.
     """
-    mean_p, cov_p, mean_q, cov_q = map(jnp.asarray, (mean_p, cov_p, mean_q, cov_q))
+    if _is_traced(mean_p, cov_p, mean_q, cov_q):
+        return _gaussian_kl(*map(jnp.asarray, (mean_p, cov_p, mean_q, cov_q)))
+    mean_p, cov_p = _check_gaussian(mean_p, cov_p, "mean_p", "cov_p")
+    mean_q, cov_q = _check_gaussian(mean_q, cov_q, "mean_q", "cov_q")
+    if mean_p.shape != mean_q.shape:
+        raise ValueError(f"mean_q: has shape {mean_q.shape}, but mean_p has shape {mean_p.shape}")
+    kl = _gaussian_kl(mean_p, cov_p, mean_q, cov_q)
+    if not bool(jnp.isfinite(kl)) or float(kl) < -1e-3 * (1.0 + mean_p.shape[0]):
+        raise ValueError(f"cov_q: KL came out as {float(kl)}; cov_p or cov_q is too ill-conditioned for "
+                         f"{cov_q.dtype} (use float64, jax_enable_x64)")
+    return jnp.maximum(kl, 0.0)  # KL >= 0; a tiny negative value is rounding
+
+
+def _gaussian_kl(mean_p, cov_p, mean_q, cov_q) -> jax.Array:
     d = mean_p.shape[-1]
     chol_q = jnp.linalg.cholesky(cov_q)
     solve = lambda b: jax.scipy.linalg.cho_solve((chol_q, True), b)
@@ -120,7 +167,8 @@ def wasserstein1(samples_a, samples_b, *, max_points: int = 1000, seed: int = 0)
 
     a, b = _as_points(samples_a, "samples_a"), _as_points(samples_b, "samples_b")
     if a.shape[1] != b.shape[1]:
-        raise ValueError(f"samples_b: dimension {b.shape[1]} does not match samples_a's {a.shape[1]}")
+        raise ValueError(f"samples_b: has shape {np.shape(samples_b)} (D = {b.shape[1]}), but samples_a has "
+                         f"shape {np.shape(samples_a)} (D = {a.shape[1]})")
     if isinstance(max_points, bool) or not isinstance(max_points, (int, np.integer)) or max_points < 1:
         raise ValueError(f"max_points: must be a positive integer, got {max_points!r}")
     rng = np.random.default_rng(seed)
@@ -156,7 +204,8 @@ def mmd(samples_a, samples_b, *, degree: int = 3, offset: float = 1.0) -> float:
     """
     a, b = _as_points(samples_a, "samples_a"), _as_points(samples_b, "samples_b")
     if a.shape[1] != b.shape[1]:
-        raise ValueError(f"samples_b: dimension {b.shape[1]} does not match samples_a's {a.shape[1]}")
+        raise ValueError(f"samples_b: has shape {np.shape(samples_b)} (D = {b.shape[1]}), but samples_a has "
+                         f"shape {np.shape(samples_a)} (D = {a.shape[1]})")
     if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 1:
         raise ValueError(f"degree: must be a positive integer, got {degree!r}")
     with jax.enable_x64(True):
@@ -173,24 +222,34 @@ def test_log_likelihood(model, test_data: Any, samples) -> jax.Array:
 
     Args:
       model: a `cj.Model`.
-      test_data: held-out data pytree (leading axis T).
-      samples: (S, D) or (chains, S, D) posterior samples (e.g. `post.samples`).
+      test_data: held-out data pytree (leading axis T), checked against the model (`check_model_data`).
+      samples: (S, D) or (chains, S, D) posterior samples (e.g. `post.samples`); D must be the model's.
+
+    Raises `ValueError` when the predictive log-likelihood of some held-out row is not finite (the model
+    gives it probability 0 under every sample, or returns NaN), naming the first such row.
     """
-    _validate.check_data(test_data, "test_data")
+    _checks.check_model_data(model, test_data, "test_data")
     thetas = jnp.asarray(samples)
-    if thetas.ndim == 3:
-        thetas = thetas.reshape(-1, thetas.shape[-1])
-    if thetas.ndim != 2:
+    if thetas.ndim not in (2, 3):
         raise ValueError(f"samples: expected shape (S, D) or (chains, S, D), got {thetas.shape}")
+    if min(thetas.shape) < 1:
+        raise ValueError(f"samples: has an empty axis, shape {thetas.shape}")
+    _checks.check_theta(model, test_data, thetas, "samples")
+    thetas = thetas.reshape(-1, thetas.shape[-1])
     _validate.check_finite(thetas, "samples")
-    return _test_log_likelihood(model, test_data, thetas)
+    pred = _test_log_likelihood(model, test_data, thetas)
+    if not bool(jnp.all(jnp.isfinite(pred))):
+        row = int(jnp.argmin(jnp.isfinite(pred)))
+        raise ValueError(f"test_data: the predictive log-likelihood of row {row} is {float(pred[row])} (not "
+                         f"finite) under the {thetas.shape[0]} samples; check that the model fits test_data")
+    return jnp.mean(pred)
 
 
 @functools.partial(jax.jit, static_argnames=("model",))
 def _test_log_likelihood(model, test_data, thetas):
+    """Per held-out row: log (1/S) sum_s p(x | theta_s), shape (T,)."""
     lls = jax.vmap(lambda t: log_likelihoods(model, t, test_data))(thetas)  # (S, T)
-    pred = jax.scipy.special.logsumexp(lls, axis=0) - jnp.log(thetas.shape[0])
-    return jnp.mean(pred)
+    return jax.scipy.special.logsumexp(lls, axis=0) - jnp.log(thetas.shape[0])
 
 
 def normalized_test_log_likelihood(tll, tll_full, tll_max=0.0):
@@ -198,6 +257,11 @@ def normalized_test_log_likelihood(tll, tll_full, tll_max=0.0):
     full-data posterior, (tll_max - tll) / (tll_max - tll_full). 1 matches the full data; larger is worse.
     `tll_max` is 0 for discrete likelihoods (logistic, Poisson), where p(x | theta) <= 1.
     """
+    if not _is_traced(tll, tll_full, tll_max):
+        for name, value in (("tll", tll), ("tll_full", tll_full), ("tll_max", tll_max)):
+            _validate.check_finite(jnp.asarray(value, jnp.float32), name)
+        if bool(jnp.any(jnp.asarray(tll_max) - jnp.asarray(tll_full) <= 0)):
+            raise ValueError(f"tll_full: must be below tll_max = {tll_max}, got {tll_full}")
     return (tll_max - jnp.asarray(tll)) / (tll_max - jnp.asarray(tll_full))
 
 

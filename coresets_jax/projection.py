@@ -120,8 +120,8 @@ def project(model: Model, data: Any, thetas: Array, norm: str = "fisher", key: O
                           prefix=(model,), suffix=(norm, chunk_size, dtype))
     if not bool(jnp.all(jnp.isfinite(V))):
         row = int(jnp.argmin(jnp.all(jnp.isfinite(V), axis=1)))
-        raise ValueError(f"model: {_first_non_finite(model, data, thetas, row)} at pi_hat's samples (thetas), "
-                         f"first at data row {row}; check that the model fits the data, or pi_hat")
+        raise ValueError(f"model: {_first_non_finite(model, data, thetas, row)}, first at data row {row}; "
+                         f"check that the model fits the data, or pi_hat")
     return V
 
 
@@ -132,5 +132,5 @@ def _first_non_finite(model: Model, data: Any, thetas: Array, row: int) -> str:
     bad = ~jnp.isfinite(lls)
     if bool(jnp.any(bad)):
         j = int(jnp.argmax(bad))
-        return f"log_likelihood is {float(lls[j])} (not finite) at theta_{j}"
-    return "the gradient of log_likelihood is not finite"
+        return f"log_likelihood returned a non-finite value ({float(lls[j])}) at pi_hat's sample thetas[{j}]"
+    return "the gradient of log_likelihood returned non-finite values at pi_hat's samples"

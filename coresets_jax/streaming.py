@@ -24,13 +24,17 @@ vectors of any subset have etabar no larger than the full data's. Summing over t
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
+import tempfile
 from typing import Any, Iterable, Iterator, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .core import checks as _checks
 from .core import validate as _validate
 from .construct import build
 from .core.model import Model
@@ -58,19 +62,20 @@ def _is_sliceable(x: Any) -> bool:
     return bool(leaves) and all(hasattr(l, "shape") and hasattr(l, "__getitem__") for l in leaves)
 
 
-def iter_chunks(source: Any, chunk_size: Optional[int] = None) -> Iterator[Any]:
+def iter_chunks(source: Any, chunk_size: Optional[int] = None, *, skip: int = 0) -> Iterator[Any]:
     """Chunks of a data source, each a pytree of arrays with a shared leading axis.
 
     `source` is either an iterable of chunks (a generator, a list), or an array-like (or a pytree of them)
     that supports `shape` and slicing along its leading axis, e.g. `np.load(path, mmap_mode="r")` or a zarr
-    array; it is then read `chunk_size` rows at a time, so only one chunk is ever in memory.
+    array; it is then read `chunk_size` rows at a time, so only one chunk is ever in memory. `skip` chunks
+    of an array source are skipped without being read (a resumed `stream_coreset`).
     """
     if _is_sliceable(source):
         if chunk_size is None or isinstance(chunk_size, bool) or int(chunk_size) < 1:
             raise ValueError(f"chunk_size: a positive integer is needed to slice an array source, "
                              f"got {chunk_size!r}")
         n = _validate.num_rows(jax.tree_util.tree_map(lambda l: np.empty((l.shape[0], 0)), source), "chunks")
-        for start in range(0, n, int(chunk_size)):
+        for start in range(int(skip) * int(chunk_size), n, int(chunk_size)):
             yield jax.tree_util.tree_map(lambda l: np.asarray(l[start:start + int(chunk_size)]), source)
         return
     if not isinstance(source, Iterable):
@@ -109,46 +114,160 @@ def _reduce(node: _Node, size: int, method: str, key: Array, options: dict) -> _
     return _take(node, cs.indices, node.weights[cs.indices] * cs.weights.astype(node.weights.dtype))
 
 
+class _Checkpoint(NamedTuple):
+    """What a resumed run needs: the tree (one node per level), the counters and the first leaf's structure."""
+
+    levels: dict
+    offset: int
+    count: int
+    max_held: int
+    node_id: int
+
+
+def _fingerprint(size, method, norm, dtype, key, thetas, options) -> str:
+    """Identifies the run a checkpoint belongs to: settings, key and the bytes of thetas."""
+    digest = hashlib.sha256()
+    for part in (size, method, norm, str(dtype), sorted(options.items())):
+        digest.update(repr(part).encode())
+    digest.update(np.asarray(jax.random.key_data(key)).tobytes())
+    digest.update(np.ascontiguousarray(np.asarray(thetas)).tobytes())
+    return digest.hexdigest()
+
+
+def _save_checkpoint(path: str, state: _Checkpoint, fingerprint: str) -> None:
+    """Write the merge-tree state atomically: a temporary file in the same folder, then `os.replace`."""
+    arrays = {"fingerprint": np.asarray(fingerprint),
+              "counters": np.asarray([state.offset, state.count, state.max_held, state.node_id], np.int64),
+              "levels": np.asarray(sorted(state.levels), np.int64)}
+    for level, node in state.levels.items():
+        arrays[f"l{level}_indices"] = np.asarray(node.indices)
+        arrays[f"l{level}_weights"] = np.asarray(node.weights)
+        arrays[f"l{level}_V"] = np.asarray(node.V)
+        for i, leaf in enumerate(jax.tree_util.tree_leaves(node.data)):
+            arrays[f"l{level}_data{i}"] = np.asarray(leaf)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".stream_ckpt_", suffix=".npz", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def _load_checkpoint(path: str, fingerprint: str, treedef) -> _Checkpoint:
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            stored = {name: f[name] for name in f.files}
+    except Exception as err:
+        raise ValueError(f"checkpoint: cannot read {path!r} ({type(err).__name__}: {err}); delete it to "
+                         f"start afresh") from err
+    if str(stored.get("fingerprint")) != fingerprint:
+        raise ValueError(f"checkpoint: {path!r} was written by a run with other settings (size, method, norm, "
+                         f"dtype, key, thetas or options differ); delete it or pass another path")
+    offset, count, max_held, node_id = (int(v) for v in stored["counters"])
+    levels = {}
+    for level in (int(v) for v in stored["levels"]):
+        leaves = [jnp.asarray(stored[f"l{level}_data{i}"]) for i in range(treedef.num_leaves)]
+        levels[level] = _Node(jnp.asarray(stored[f"l{level}_indices"]), jnp.asarray(stored[f"l{level}_weights"]),
+                              jnp.asarray(stored[f"l{level}_V"]), jax.tree_util.tree_unflatten(treedef, leaves))
+    return _Checkpoint(levels, offset, count, max_held, node_id)
+
+
 def stream_coreset(model: Model, chunks: Any, size: int, thetas: Array, key: Array, *, norm: str = "fisher",
                    method: str = "frank_wolfe", chunk_size: Optional[int] = None, dtype=None,
-                   **options) -> Coreset:
+                   checkpoint: Optional[str] = None, checkpoint_every: int = 1, **options) -> Coreset:
     """A size-M coreset of a stream of data chunks by merge-reduce over a binary tree (LR §3.4).
 
     Args:
       model: the model (its log-likelihood is projected).
       chunks: an iterable of data chunks (pytrees like the model's data), or an array-like source read
         `chunk_size` rows at a time (see `iter_chunks`).
-      size: M, the capacity of every coreset in the tree and of the result.
+      size: M, the capacity of every coreset in the tree and of the result; at most the total N of the stream.
       thetas: (J, D) samples from pi_hat, fixed across chunks (e.g. a Laplace fit on a first chunk).
-      key: PRNG key: one projection key for all chunks (fixed Fisher coordinates), and solver keys.
+      key: PRNG key: one projection key for all chunks (fixed Fisher coordinates), and solver keys
+        (`fold_in(key, node)` over a node counter, so a resumed run draws the same keys).
       norm: "fisher" | "l2" | "centered", as in `cj.project`.
       method: the solver for leaves and reductions (`cj.METHODS`).
       chunk_size: rows per chunk for array sources.
       dtype: projection dtype.
+      checkpoint: a file path. Every `checkpoint_every` chunks the merge-tree state (one coreset per level,
+        the counters) is written there atomically (a temporary file, then `os.replace`), so a killed run
+        loses at most that many chunks of work. If the file exists when the call starts, the run resumes
+        from it: the chunks it had consumed are skipped (an array source is not even read; an iterable must
+        yield the same chunks again), and the result is the same as an uninterrupted run with the same key.
+        A checkpoint from a run with other settings is refused. The file is removed when the run finishes.
+      checkpoint_every: k, the chunks between checkpoints.
       **options: solver options, as in `cj.build`.
 
     Returns:
       A `Coreset` of capacity M with global row indices (rows counted across chunks in arrival order).
       `info` holds "data" (the selected data rows, aligned with the slots, so inference needs no second pass
-      over the stream), "V" (their projected rows), "num_rows" N, "num_chunks" B and "max_held" (the most
-      coresets held at once).
+      over the stream), "V" (their projected rows), "num_rows" N, "num_chunks" B, "max_held" (the most
+      coresets held at once) and "resumed_from" (chunks restored from a checkpoint, 0 if none).
     """
     _validate.check_choice(method, REGISTRY, "method")
     key = _validate.check_key(key)
     if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
         raise ValueError(f"size: must be a positive integer, got {size!r}")
     size = int(size)
+    thetas = jnp.asarray(thetas)
+    if thetas.ndim != 2 or thetas.shape[0] < 1:
+        raise ValueError(f"thetas: expected shape (J, D) with J >= 1, got {thetas.shape}")
+    _validate.check_finite(thetas, "thetas")
+    if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike)):
+        raise ValueError(f"checkpoint: expected a file path, got {type(checkpoint).__name__}")
+    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, np.integer)) \
+            or checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every: must be a positive integer, got {checkpoint_every!r}")
+    if _is_sliceable(chunks):  # the total N is known up front
+        total = _validate.num_rows(jax.tree_util.tree_map(lambda l: np.empty((l.shape[0], 0)), chunks), "chunks")
+        if size > total:
+            raise ValueError(f"size: must be at most the stream's N = {total} rows, got {size}")
+    fingerprint = _fingerprint(size, method, norm, dtype, key, thetas, options)
     key_proj, key_solve = jax.random.split(key)
-    levels: dict[int, _Node] = {}
-    offset, count, max_held, node_id = 0, 0, 0, 0
+    state = _Checkpoint({}, 0, 0, 0, 0)
+    resume = checkpoint is not None and os.path.exists(checkpoint)
+    resumed_from = 0
 
     def solver_key():
-        nonlocal node_id
-        node_id += 1
-        return jax.random.fold_in(key_solve, node_id)
+        nonlocal state
+        state = state._replace(node_id=state.node_id + 1)
+        return jax.random.fold_in(key_solve, state.node_id)
 
-    for chunk in iter_chunks(chunks, chunk_size):
-        n = _validate.check_data(chunk, "chunks")
+    def reduce(node):
+        level = 0
+        while level in state.levels:  # binary-counter carry: merge equal levels, then reduce
+            node = _reduce(_merge(state.levels.pop(level), node), size, method, solver_key(), options)
+            level += 1
+        state.levels[level] = node
+
+    skip_sliced = 0
+    if resume and _is_sliceable(chunks):  # restore now and start slicing after the consumed rows
+        treedef = jax.tree_util.tree_structure(chunks)
+        state = _load_checkpoint(checkpoint, fingerprint, treedef)
+        skip_sliced = resumed_from = state.count
+    consumed = 0  # chunks of an iterable passed over on resume
+    for chunk in iter_chunks(chunks, chunk_size, skip=skip_sliced):
+        if resume and not skip_sliced:
+            if consumed == 0:  # the first chunk tells the data structure of the stored rows
+                state = _load_checkpoint(checkpoint, fingerprint, jax.tree_util.tree_structure(chunk))
+                resumed_from = state.count
+            if consumed < resumed_from:
+                consumed += 1
+                continue
+        index = state.count
+        n = _checks.check_model_data(model, chunk, f"chunks (chunk {index})")
+        try:
+            _checks.check_theta(model, chunk, thetas, "thetas", ndim=2)
+        except ValueError as err:
+            raise ValueError(f"chunks: chunk {index} does not match thetas of shape {thetas.shape} "
+                             f"(leaf shapes {[np.shape(l) for l in jax.tree_util.tree_leaves(chunk)]}): "
+                             f"{err}") from err
         chunk = jax.tree_util.tree_map(jnp.asarray, chunk)
         V = project(model, chunk, thetas, norm=norm, key=key_proj, dtype=dtype)
         m = min(size, n)
@@ -157,25 +276,31 @@ def stream_coreset(model: Model, chunks: Any, size: int, thetas: Array, key: Arr
             idx, w = cs.indices, cs.weights
         else:  # nothing to approximate in this chunk
             idx, w = jnp.zeros(m, jnp.int32), jnp.zeros(m, V.dtype)
-        leaf = _Node(idx.astype(jnp.int32) + offset, w, V[idx],
+        leaf = _Node(idx.astype(jnp.int32) + state.offset, w, V[idx],
                      jax.tree_util.tree_map(lambda x: x[idx], chunk))
-        node = _pad(leaf, size)
         del chunk, V
-        level = 0
-        while level in levels:  # binary-counter carry: merge equal levels, then reduce
-            node = _reduce(_merge(levels.pop(level), node), size, method, solver_key(), options)
-            level += 1
-        levels[level] = node
-        max_held = max(max_held, len(levels))
-        offset += n
-        count += 1
-    if count == 0:
+        reduce(_pad(leaf, size))
+        state = state._replace(max_held=max(state.max_held, len(state.levels)), offset=state.offset + n,
+                               count=state.count + 1)
+        if checkpoint is not None and state.count % int(checkpoint_every) == 0:
+            _save_checkpoint(checkpoint, state, fingerprint)
+    if resume and not skip_sliced and consumed < resumed_from:
+        raise ValueError(f"chunks: the checkpoint {checkpoint!r} has consumed {resumed_from} chunks, but the "
+                         f"stream yielded only {consumed}; it is not the stream that wrote the checkpoint")
+    if state.count == 0:
         raise ValueError("chunks: the stream is empty")
+    if size > state.offset:
+        raise ValueError(f"size: must be at most the stream's N = {state.offset} rows (known when the stream "
+                         f"ended), got {size}")
+    levels = state.levels
     result = None
     for level in sorted(levels):  # final merge of the partial tree, smallest level first
         result = levels[level] if result is None else _reduce(_merge(result, levels[level]), size, method,
                                                              solver_key(), options)
     weights = jnp.where(result.weights > 0, result.weights, 0.0)
     indices = jnp.where(weights > 0, result.indices, 0)
-    info = {"data": result.data, "V": result.V, "num_rows": offset, "num_chunks": count, "max_held": max_held}
+    info = {"data": result.data, "V": result.V, "num_rows": state.offset, "num_chunks": state.count,
+            "max_held": state.max_held, "resumed_from": resumed_from}
+    if checkpoint is not None and os.path.exists(checkpoint):
+        os.remove(checkpoint)
     return Coreset(indices, weights, info, f"stream_{method}")

@@ -69,3 +69,103 @@ def test_memory_mapped_source_matches_generator(problem, tmp_path):
         list(iter_chunks(source))
     with pytest.raises(ValueError, match="empty"):
         stream_coreset(model, iter([]), 50, thetas, key)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Resumable runs (issue 15): a run SIGKILLed midway and resumed from its checkpoint gives the same coreset
+# as an uninterrupted run with the same key.
+
+_RESUME_WORKER = r"""
+import os, signal, sys
+import jax, numpy as np
+import coresets_jax as cj
+from coresets_jax.streaming import stream_coreset
+
+path, kill_after, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+ds = cj.data.synthetic_logistic(jax.random.key(1), 4000)
+X, y = np.asarray(ds.X), np.asarray(ds.y)
+model = cj.models.logistic_regression()
+thetas = np.load(os.path.join(os.path.dirname(out), "thetas.npy"))
+
+def chunks():
+    for i in range(8):
+        if kill_after >= 0 and i == kill_after:  # die hard, as a pre-empted job does: no cleanup
+            os.kill(os.getpid(), signal.SIGKILL)
+        yield X[i * 500:(i + 1) * 500], y[i * 500:(i + 1) * 500]
+
+cs = stream_coreset(model, chunks(), 40, thetas, jax.random.key(7), norm="fisher", method="giga",
+                    checkpoint=path, checkpoint_every=2)
+np.savez(out, indices=np.asarray(cs.indices), weights=np.asarray(cs.weights),
+         resumed_from=cs.info["resumed_from"])
+"""
+
+
+def test_killed_stream_resumes_to_the_same_coreset(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    model = cj.models.logistic_regression()
+    ds = cj.data.synthetic_logistic(jax.random.key(1), 4000)
+    thetas = cj.laplace(model, ds.train).sample(jax.random.key(2), 30)
+    np.save(tmp_path / "thetas.npy", np.asarray(thetas))
+    script = tmp_path / "worker.py"
+    script.write_text(_RESUME_WORKER)
+    ckpt = str(tmp_path / "stream.ckpt.npz")
+    env = dict(os.environ, PYTHONPATH=os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+    def run(kill_after, out):
+        return subprocess.run([sys.executable, str(script), ckpt, str(kill_after), str(out)], env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    killed = run(5, tmp_path / "killed.npz")  # killed while asking for chunk 5: chunks 0-3 are saved
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert os.path.exists(ckpt) and not (tmp_path / "killed.npz").exists()
+    assert not [f for f in os.listdir(tmp_path) if f.startswith(".stream_ckpt_")]  # no temp file left
+    resumed = run(-1, tmp_path / "resumed.npz")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert not os.path.exists(ckpt)  # removed once the run finished
+    got = np.load(tmp_path / "resumed.npz")
+    assert int(got["resumed_from"]) == 4
+
+    # The uninterrupted reference, in this process: the same stream and key, no checkpoint.
+    X, y = np.asarray(ds.X), np.asarray(ds.y)
+    ref = stream_coreset(model, ((X[i * 500:(i + 1) * 500], y[i * 500:(i + 1) * 500]) for i in range(8)), 40,
+                         np.asarray(thetas), jax.random.key(7), norm="fisher", method="giga")
+    np.testing.assert_array_equal(got["indices"], np.asarray(ref.indices))
+    np.testing.assert_array_equal(got["weights"], np.asarray(ref.weights))
+
+
+def test_checkpoint_from_other_settings_is_refused_and_size_above_n(problem, tmp_path):
+    model, ds, thetas, key, V = problem
+    X, y = np.asarray(ds.X[:2000]), np.asarray(ds.y[:2000])
+    ckpt = str(tmp_path / "c.npz")
+    chunks = lambda: ((X[i:i + 500], y[i:i + 500]) for i in range(0, 2000, 500))
+
+    class Stop(Exception):
+        pass
+
+    def dying():  # stop after 2 chunks, leaving a checkpoint behind
+        for i, c in enumerate(chunks()):
+            if i == 2:
+                raise Stop
+            yield c
+
+    with pytest.raises(Stop):
+        stream_coreset(model, dying(), 30, thetas, key, norm="l2", checkpoint=ckpt, checkpoint_every=1)
+    with pytest.raises(ValueError, match="checkpoint: .*other settings"):
+        stream_coreset(model, chunks(), 31, thetas, key, norm="l2", checkpoint=ckpt)
+    resumed = stream_coreset(model, chunks(), 30, thetas, key, norm="l2", checkpoint=ckpt)
+    fresh = stream_coreset(model, chunks(), 30, thetas, key, norm="l2")
+    assert resumed.info["resumed_from"] == 2
+    np.testing.assert_array_equal(np.asarray(resumed.indices), np.asarray(fresh.indices))
+    np.testing.assert_array_equal(np.asarray(resumed.weights), np.asarray(fresh.weights))
+    # size above the stream's N: refused up front for an array source, when the stream ends for an iterable
+    with pytest.raises(ValueError, match="size: must be at most the stream's N = 2000"):
+        stream_coreset(model, (X, y), 2001, thetas, key, norm="l2", chunk_size=500)
+    with pytest.raises(ValueError, match="size: must be at most the stream's N = 2000"):
+        stream_coreset(model, chunks(), 2001, thetas, key, norm="l2")
+    # a chunk with the wrong number of features
+    bad = iter([(X[:500], y[:500]), (X[500:1000, :-1], y[500:1000])])
+    with pytest.raises(ValueError, match=r"chunks: chunk 1 .*\(500, 2\)"):
+        stream_coreset(model, bad, 30, thetas, key, norm="l2")

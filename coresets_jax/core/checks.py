@@ -150,7 +150,7 @@ def _check_xy(data: Any, spec: DataSpec, model_name: str, name: str) -> None:
         raise ValueError(f"{name}: y has shape {ys}, but {model_name} expects y of shape (N,) = ({xs[0]},) "
                          f"for X of shape {xs}{hint}")
     if xs[0] != ys[0]:
-        raise ValueError(f"{name}: X has shape {xs} and y has shape {ys}: their leading axes N differ")
+        raise ValueError(f"{name}: leading axes do not match: X has shape {xs} and y has shape {ys}")
     if xs[1] < 1:
         raise ValueError(f"{name}: X has shape {xs}: no features (D = 0)")
     if jnp.issubdtype(jnp.result_type(X), jnp.bool_) or not jnp.issubdtype(jnp.result_type(X), jnp.number):
