@@ -13,6 +13,7 @@ from .sample import (
     SamplerStats,
     sample,
     sample_weighted_fn,
+    sample_weighted_fn as sample_fn,
     trace_count,
     weighted_logdensity,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "mala",
     "rwmh",
     "sample",
+    "sample_fn",
     "sample_weighted_fn",
     "trace_count",
     "weighted_logdensity",
