@@ -50,7 +50,7 @@ def _outcome(call) -> str:
         shown = np.array2string(np.asarray(jax.tree_util.tree_leaves(value)[0]), threshold=4, precision=3)
     except Exception:
         shown = type(value).__name__
-    return f"returned {shown[:60]}{note}"
+    return f"returned {' '.join(shown.split())[:60]}{note}"
 
 
 def _difference(fn, zero_one, plus_minus) -> str:
@@ -95,7 +95,7 @@ def main():
     if args.markdown:
         print("| case | before | after |\n|---|---|---|")
         for name, row in rows.items():
-            cell = lambda s: s.replace("|", "\\|")
+            cell = lambda s: " ".join(s.split()).replace("|", "\\|")
             print(f"| {name} | {cell(row.get('before', ''))} | {cell(row['outcome'])} |")
 
 

@@ -56,7 +56,7 @@ def test_project_across_two_processes_equals_one_process(result, norm):
     np.testing.assert_array_equal(result[f"V_{norm}"], result[f"V_{norm}_single"])
 
 
-@pytest.mark.parametrize("method", ["frank_wolfe", "giga", "iht2", "omp64"])
+@pytest.mark.parametrize("method", ["frank_wolfe", "giga", "omp", "iht2", "omp64"])
 def test_build_across_two_processes_equals_one_process(result, method):
     idx, w = result[f"{method}_indices"], result[f"{method}_weights"]
     idx1, w1 = result[f"{method}_indices_single"], result[f"{method}_weights_single"]
