@@ -228,3 +228,14 @@ def test_zero_one_labels_posterior_mode_against_numpy():
         hess = -(Xd.T * (p * (1 - p))) @ Xd - np.eye(3)
         theta = theta - np.linalg.solve(hess, grad)
     np.testing.assert_allclose(np.asarray(cj.laplace(LOGISTIC, ZO).mean), theta, rtol=1e-4, atol=1e-5)
+
+
+def test_cli_refuses_a_model_that_does_not_fit_its_data(tmp_path, capsys):
+    """Poisson regression on ±1 labels: the CLI printed a table before; now it exits 2 naming the data."""
+    from coresets_jax import cli
+
+    np.savez(tmp_path / "d.npz", X=X, y=Y)
+    (tmp_path / "p.yaml").write_text("model: poisson_regression\ndata: {path: d.npz}\nnum_features: 10\n"
+                                     "sizes: [10]\nrepeats: 1\n")
+    assert cli.main(["run", str(tmp_path / "p.yaml")]) == 2
+    assert "poisson_regression needs counts" in capsys.readouterr().err

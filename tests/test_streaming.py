@@ -100,6 +100,7 @@ np.savez(out, indices=np.asarray(cs.indices), weights=np.asarray(cs.weights),
 """
 
 
+@pytest.mark.slow  # two fresh JAX processes, each compiling the projection and GIGA
 def test_killed_stream_resumes_to_the_same_coreset(tmp_path):
     import os
     import subprocess
