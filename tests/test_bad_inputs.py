@@ -167,10 +167,17 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("call, match", [
-    pytest.param(call, match, id=name,
-                 marks=() if reason is None else pytest.mark.xfail(reason=reason, strict=False))
-    for name, call, match, reason in CASES])
+# Cases that compile a sampler (seconds each): in the slow set.
+SLOW = {"X_1d/sample", "sample/negative_step_size", "sample/max_num_doublings_0"}
+
+
+def _marks(name, reason):
+    marks = [] if reason is None else [pytest.mark.xfail(reason=reason, strict=False)]
+    return marks + ([pytest.mark.slow] if name in SLOW else [])
+
+
+@pytest.mark.parametrize("call, match", [pytest.param(call, match, id=name, marks=_marks(name, reason))
+                                         for name, call, match, reason in CASES])
 def test_bad_input_raises_value_error_naming_the_argument(call, match, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a case that writes a file writes it here
     with pytest.raises(ValueError, match=match):
@@ -211,7 +218,8 @@ ZERO_ONE = {
 }
 
 
-@pytest.mark.parametrize("stage", list(ZERO_ONE))
+@pytest.mark.parametrize("stage", [pytest.param(s, marks=[pytest.mark.slow] if s == "sample" else [])
+                                   for s in ZERO_ONE])
 def test_zero_one_labels_give_the_plus_minus_posterior(stage):
     # Exactly: y = 0 is read as -1 before any arithmetic, so every floating-point operation is the same.
     _same(ZERO_ONE[stage](ZO), ZERO_ONE[stage](PM))
