@@ -56,6 +56,8 @@ class _Node(NamedTuple):
 def _is_sliceable(x: Any) -> bool:
     if isinstance(x, Iterator):  # a generator or iterator of chunks
         return False
+    if isinstance(x, list) and x and not any(hasattr(e, "shape") for e in x):
+        return False  # a list of chunk pytrees, e.g. [(X1, y1), (X2, y2)]
     leaves = jax.tree_util.tree_leaves(x)
     return bool(leaves) and all(hasattr(l, "shape") and hasattr(l, "__getitem__") for l in leaves)
 
