@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .core import validate as _validate
-from .construct import _compiled_coreset, build
+from .construct import build, compiled_coreset_fn
 from .registry import Start
 from .core.model import Model
 from .projection import project
@@ -117,7 +117,7 @@ def _solve(method: _Method, U: Array, data: Any, data_weights: Array, size: int,
     if method.construction.needs == "vectors":
         return build(U, size, method.construction, key, **method.options)
     opts = method.construction.check_options(method.options)
-    cs = _compiled_coreset(method.model, method.construction, size, opts)(key, data, method.start, data_weights)
+    cs = compiled_coreset_fn(method.model, method.construction, size, opts)(key, data, method.start, data_weights)
     if not bool(cs.info["finite"]):
         raise FloatingPointError(f"method {method.construction.name!r} produced non-finite weights")
     return cs

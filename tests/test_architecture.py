@@ -258,3 +258,26 @@ def test_step_chains_follow_a_changing_target_to_the_closed_form_posterior():
     np.testing.assert_allclose(np.asarray(states.logdensity), np.asarray(jax.vmap(full)(states.position)),
                                rtol=1e-4)
     assert 0.3 < float(jnp.mean(acc[-50:])) < 1.0
+
+
+def test_weighted_density_is_defined_once_and_masks_zero_weight_rows():
+    """A row of weight 0 contributes exactly 0, even where its log-likelihood is -inf (padding slots)."""
+    model = cj.Model(log_likelihood=lambda theta, x: jnp.where(x > 5, -jnp.inf, -0.5 * (x - theta[0]) ** 2),
+                     log_prior=lambda theta: -0.5 * jnp.sum(theta ** 2), dim=1)
+    x = jnp.array([0.5, 1.0, 9.0, 1.5])  # row 2 has log-likelihood -inf everywhere
+    w = jnp.array([2.0, 1.0, 0.0, 3.0])
+    theta = jnp.array([0.7])
+    expected = -0.5 * (2 * 0.2 ** 2 + 0.3 ** 2 + 3 * 0.8 ** 2) - 0.5 * 0.49
+    assert float(cj.weighted_log_density(model, x, w)(theta)) == pytest.approx(expected, rel=1e-6)
+    assert float(cj.log_joint(model, theta, x, w)) == pytest.approx(expected, rel=1e-6)
+    # Laplace on the weighted data (no init: the model states dim) equals the closed form of the
+    # conjugate Gaussian: precision 1 + sum w, mean sum w x / (1 + sum w).
+    approx = cj.laplace(model, x, weights=w)
+    assert float(approx.mean[0]) == pytest.approx((2 * 0.5 + 1.0 + 3 * 1.5) / 7.0, rel=1e-5)
+    assert float(approx.cov[0, 0]) == pytest.approx(1 / 7.0, rel=1e-4)
+    assert approx.info["converged"]
+    # Sampling a coreset whose slot 2 (weight 0) holds the -inf row.
+    cs = cj.Coreset(jnp.arange(4), w)
+    post = cj.sample(model, x, jax.random.key(0), weights=cs, method="mala", num_samples=400, num_warmup=300,
+                     num_chains=2, warn=False)
+    assert float(post.mean[0]) == pytest.approx((2 * 0.5 + 1.0 + 3 * 1.5) / 7.0, abs=5 * np.sqrt(1 / 7 / 100))
