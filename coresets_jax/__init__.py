@@ -14,10 +14,10 @@ from .construct import METHODS, POSTERIOR_METHODS, build, build_fn, coreset, cor
 from .registry import Construction, Start, methods, register
 from .data import load_npz
 from .distributed import merged_coreset
-from .inference import Posterior, sample
+from .inference import Posterior, sample, sample_fn
 from .core import Coreset, Model, log_joint, log_likelihoods, weighted_log_density
-from .pihat import GaussianApproximation, laplace, prior, samples
-from .projection import NORMS, project
+from .pihat import GaussianApproximation, laplace, laplace_fn, prior, samples
+from .projection import NORMS, project, project_fn
 from .sensitivity import sensitivity_coreset
 from .sharding import shard
 from .solvers.refit import refit
@@ -45,6 +45,7 @@ __all__ = [
     "distributed",
     "inference",
     "laplace",
+    "laplace_fn",
     "load_npz",
     "log_joint",
     "log_likelihoods",
@@ -54,10 +55,12 @@ __all__ = [
     "models",
     "prior",
     "project",
+    "project_fn",
     "refit",
     "register",
     "relative_error",
     "sample",
+    "sample_fn",
     "samples",
     "sensitivity",
     "sensitivity_coreset",

@@ -242,7 +242,10 @@ def coreset_fn(model: Model, method: Any, size: int, **options):
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled_coreset(model: Model, construction: Construction, size: int, options: tuple):
+def compiled_coreset_fn(model: Model, construction: Construction, size: int, options: tuple):
+    """`jax.jit(coreset_fn(...))`, cached per (model, construction, size, options) so that repeated calls
+    (streaming reductions, the CLI's repeats) never recompile; `options` is `construction.check_options`'s
+    sorted tuple."""
     return jax.jit(coreset_fn(model, construction, size, **dict(options)))
 
 
@@ -303,7 +306,7 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
     if construction.needs == "posterior":
         start_time = time.perf_counter()
         opts = construction.check_options(options)
-        solve = _compiled_coreset(model, construction, size, opts)
+        solve = compiled_coreset_fn(model, construction, size, opts)
         cs = _check_finite_result(solve(key_solve, jax.tree_util.tree_map(jnp.asarray, data),
                                         start_from(approx, key_theta)))
         cs = Coreset(cs.indices, cs.weights, cs.info, cs.method, {

@@ -36,7 +36,7 @@ import numpy as np
 
 from .core import checks as _checks
 from .core import validate as _validate
-from .construct import _compiled_coreset, build
+from .construct import build, compiled_coreset_fn
 from .registry import Start
 from .core.model import Model
 from .projection import project
@@ -60,6 +60,8 @@ class _Node(NamedTuple):
 def _is_sliceable(x: Any) -> bool:
     if isinstance(x, Iterator):  # a generator or iterator of chunks
         return False
+    if isinstance(x, list) and x and not any(hasattr(e, "shape") for e in x):
+        return False  # a list of chunk pytrees, e.g. [(X1, y1), (X2, y2)]
     leaves = jax.tree_util.tree_leaves(x)
     return bool(leaves) and all(hasattr(l, "shape") and hasattr(l, "__getitem__") for l in leaves)
 
@@ -120,7 +122,7 @@ def _solve(method: _Method, U: Array, data: Any, data_weights: Array, size: int,
     if method.construction.needs == "vectors":
         return build(U, size, method.construction, key, **method.options)
     opts = method.construction.check_options(method.options)
-    cs = _compiled_coreset(method.model, method.construction, size, opts)(key, data, method.start, data_weights)
+    cs = compiled_coreset_fn(method.model, method.construction, size, opts)(key, data, method.start, data_weights)
     if not bool(cs.info["finite"]):
         raise FloatingPointError(f"method {method.construction.name!r} produced non-finite weights")
     return cs
