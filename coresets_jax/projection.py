@@ -28,24 +28,34 @@ NORMS = ("fisher", "l2", "centered")
 Array = jax.Array
 
 
-def _fisher_values_and_grads(model: Model):
-    """(theta, datum) -> (L_n(theta), grad L_n(theta)); autodiff gives the value for free."""
-    if model.grad_log_likelihood is None:
-        return jax.value_and_grad(model.log_likelihood)
-    return lambda theta, datum: (model.log_likelihood(theta, datum), model.grad_log_likelihood(theta, datum))
+# With a closed-form gradient, L_n itself costs a second transcendental per (row, sample) (2.0x the
+# projection time when checked at every sample; benchmarks/results/fisher_check_overhead.json), so it is
+# checked at the first few samples only: a model that does not fit its data (L_n = -inf whatever theta)
+# is caught at any sample. With autodiff the value comes with the gradient and every sample is checked.
+_CLOSED_FORM_CHECKED_SAMPLES = 4
 
 
 def _datum_features(model: Model, norm: str, thetas: Array, coords: Array):
     """Returns datum -> (J,) unscaled feature row."""
     if norm == "fisher":
-        value_and_grad = _fisher_values_and_grads(model)
         cols = jnp.arange(thetas.shape[0])
+        if model.grad_log_likelihood is None:
+            value_and_grad = jax.value_and_grad(model.log_likelihood)
+
+            def values_and_grads(datum):
+                return jax.vmap(value_and_grad, in_axes=(0, None))(thetas, datum)  # (J,), (J, D)
+        else:
+            checked = thetas[:_CLOSED_FORM_CHECKED_SAMPLES]
+
+            def values_and_grads(datum):
+                lls = jax.vmap(model.log_likelihood, in_axes=(0, None))(checked, datum)
+                return lls, jax.vmap(model.grad_log_likelihood, in_axes=(0, None))(thetas, datum)
 
         def features(datum):
-            lls, grads = jax.vmap(value_and_grad, in_axes=(0, None))(thetas, datum)  # (J,), (J, D)
+            lls, grads = values_and_grads(datum)
             # A gradient can be finite where L_n is -inf (Poisson with y < 0); mark the row so the one
             # finiteness check of V catches a non-finite log-likelihood for every norm.
-            return jnp.where(jnp.isfinite(lls), grads[cols, coords], jnp.nan)
+            return jnp.where(jnp.all(jnp.isfinite(lls)), grads[cols, coords], jnp.nan)
     else:
         def features(datum):
             lls = jax.vmap(model.log_likelihood, in_axes=(0, None))(thetas, datum)
