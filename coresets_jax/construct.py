@@ -25,6 +25,7 @@ import numpy as np
 from . import compress as _compress, pihat as _pihat, posterior_driven as _posterior_driven  # noqa: F401
 from . import sharding as _sharding, solvers as _solvers  # noqa: F401 (registers the solvers)
 from .core import Coreset, Model, take_rows
+from .core import checks as _checks
 from .core import validate as _validate
 from .projection import project
 from .registry import METHODS, POSTERIOR_METHODS, Construction, Start, resolve
@@ -269,6 +270,7 @@ def _resolve_pi_hat(pi_hat: Any, model: Model, data: Any, key: jax.Array, init: 
                          "of samples, or an object with .sample(key, num)")
     if hasattr(pi_hat, "sample"):
         return pi_hat
+    _checks.check_theta(model, data, pi_hat, "pi_hat", ndim=2)
     return _pihat.samples(pi_hat)
 
 
@@ -297,7 +299,7 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
     key = jax.random.key(0) if key is None else _validate.check_key(key)
     construction = resolve(method)
     _validate.check_choice(norm, ("fisher", "l2", "centered"), "norm")
-    n = _validate.check_data(data)
+    n = _checks.check_model_data(model, data)
     size = _validate.check_size(size, n)
     if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < 1:
         raise ValueError(f"num_features: must be a positive integer, got {num_features!r}")

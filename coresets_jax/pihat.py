@@ -16,6 +16,7 @@ import optax
 
 from .core import validate as _validate
 from .core import Model, initial_theta, log_likelihoods, weighted_sum
+from .core import checks as _checks
 
 __all__ = ["GaussianApproximation", "PriorSamples", "Samples", "laplace", "laplace_fn", "prior", "samples"]
 
@@ -225,7 +226,7 @@ def laplace(model: Model, data: Any, key: Optional[Array] = None, *, init: Optio
       max_iter, tol: iteration cap and tolerance (Newton: relative step; L-BFGS: gradient norm).
       weights: optional (N,) non-negative data weights, for the coreset posterior pi_w (HC §2).
     """
-    n = _validate.check_data(data)
+    n = _checks.check_model_data(model, data)
     _validate.check_choice(method, ("newton", "optax"), "method")
     if init is None:
         init = initial_theta(model, data)
@@ -238,6 +239,7 @@ def laplace(model: Model, data: Any, key: Optional[Array] = None, *, init: Optio
     if not jnp.issubdtype(theta0.dtype, jnp.floating):
         theta0 = theta0.astype(jnp.float32)
     _validate.check_finite(theta0, "init")
+    _checks.check_theta(model, data, theta0, "init", ndim=1)
     if weights is not None:
         weights = jnp.asarray(weights)
         if weights.shape != (n,):

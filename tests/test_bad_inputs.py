@@ -17,8 +17,6 @@ import coresets_jax as cj
 
 N = 200
 KEY = jax.random.key(0)
-LEAD_LAPLACE = "lead: cj.laplace's public-boundary call to check_model_data / converged flag (pihat.py)"
-LEAD_SAMPLE = "lead: cj.sample's checks of data and impossible settings (inference/)"
 RELATIVE_ERROR = "another engineer: relative_error validates indices and signs (construct.py)"
 
 
@@ -67,9 +65,9 @@ CASES = [
     ("X_1d/project", lambda: cj.project(LOGISTIC, (X[:, 0], Y), THETAS, "l2"), r"data: X has shape \(200,\)", None),
     ("X_1d/coreset", lambda: cj.coreset(LOGISTIC, (X[:, 0], Y), 10, "giga", KEY, num_features=10),
      r"X has shape \(200,\)", None),
-    ("X_1d/laplace", lambda: cj.laplace(LOGISTIC, (X[:, 0], Y)), r"data: X has shape \(200,\)", LEAD_LAPLACE),
+    ("X_1d/laplace", lambda: cj.laplace(LOGISTIC, (X[:, 0], Y)), r"data: X has shape \(200,\)", None),
     ("X_1d/sample", lambda: cj.sample(LOGISTIC, (X[:, 0], Y), KEY, num_samples=10, num_warmup=10,
-                                      num_chains=1), r"data: X has shape \(200,\)", LEAD_SAMPLE),
+                                      num_chains=1), r"data: X has shape \(200,\)", None),
     ("y_column/project", lambda: cj.project(LOGISTIC, (X, Y[:, None]), THETAS, "l2"),
      r"data: y has shape \(200, 1\)", None),
     # Labels outside {-1, +1} and {0, 1}; counts that are not counts.
@@ -82,14 +80,14 @@ CASES = [
     ("poisson_pm1/coreset", lambda: cj.coreset(POISSON, (X, Y), 10, "giga", KEY, num_features=10),
      r"data: poisson_regression needs counts|model: the Laplace approximation is not finite", None),
     ("poisson_pm1/laplace", lambda: cj.laplace(POISSON, (X, Y)), r"data: poisson_regression needs counts",
-     LEAD_LAPLACE),
+     None),
     ("poisson_half/project", lambda: cj.project(POISSON, (X, np.full(N, 0.5, np.float32)), THETAS, "l2"),
      r"data: poisson_regression needs counts", None),
     # Data as a dict to a built-in model.
     ("dict_data/project", lambda: cj.project(LOGISTIC, {"X": X, "y": Y}, THETAS, "l2"),
      r"data: logistic_regression expects the tuple \(X, y\), got a dict", None),
     ("dict_data/coreset", lambda: cj.coreset(LOGISTIC, {"X": X, "y": Y}, 10, "giga", KEY, num_features=10),
-     r"data: logistic_regression expects the tuple", LEAD_LAPLACE),
+     r"data: logistic_regression expects the tuple", None),
     ("gaussian_1d", lambda: cj.project(cj.models.gaussian_mean(1), np.zeros(N), np.zeros((5, 1)), "l2"),
      r"data: has shape \(200,\), but gaussian_mean expects shape \(N, 1\)", None),
     ("gaussian_dim", lambda: cj.project(cj.models.gaussian_mean(2), np.zeros((N, 3)), np.zeros((5, 2)), "l2"),
@@ -106,12 +104,12 @@ CASES = [
     ("vector_loglik/project", lambda: cj.project(_custom_vector_loglik(), (X, Y), THETAS, "l2"),
      r"model: log_likelihood must return one scalar per datum.*\(3,\)", None),
     ("vector_loglik/laplace", lambda: cj.laplace(_custom_vector_loglik(), (X, Y), init=np.zeros(3)),
-     r"model: log_likelihood must return one scalar", LEAD_LAPLACE),
+     r"model: log_likelihood must return one scalar", None),
     # A wrong parameter dimension D: a ValueError naming both shapes, not dot_general's TypeError.
     ("wrong_D/project_thetas", lambda: cj.project(LOGISTIC, (X, Y), np.zeros((5, 4)), "l2"),
      r"thetas: has shape \(5, 4\), so D = 4, but logistic_regression expects D = 3", None),
     ("wrong_D/pi_hat_array", lambda: cj.coreset(LOGISTIC, (X, Y), 10, "giga", KEY, num_features=5,
-                                                pi_hat=np.zeros((10, 4))), r"has shape \(5, 4\).*D = 3", None),
+                                                pi_hat=np.zeros((10, 4))), r"pi_hat: has shape \(10, 4\).*D = 3", None),
     ("wrong_D/laplace_init", lambda: cj.laplace(LOGISTIC, (X, Y), init=np.zeros(4)),
      r"init: .*\(4,\).*3", None),
     ("wrong_D/stream_chunk", lambda: _stream([(X[:100], Y[:100]), (X[100:, :2], Y[100:])]),

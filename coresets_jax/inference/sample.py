@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import Coreset, Model, initial_theta, take_data, weighted_log_density
+from ..core import checks as _checks
 from ..core import validate as _validate
 from ..pihat import laplace
 from . import kernels as _kernels
@@ -75,6 +76,7 @@ def _initial_points(model, rows, w, key, num_chains, init):
             raise ValueError(f"init: expected shape (D,) or (num_chains, D) = ({num_chains}, D), got "
                              f"{init.shape}")
         _validate.check_finite(init, "init")
+        _checks.check_theta(model, rows, init, "init")
         d = init.shape[1]
         try:
             jax.eval_shape(weighted_log_density(model, rows, w), init[0])
@@ -135,7 +137,7 @@ def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str
     """
     if not isinstance(model, Model):
         raise ValueError(f"model: expected a cj.Model, got {type(model).__name__}")
-    n = _validate.check_data(data)
+    n = _checks.check_model_data(model, data)
     key = _validate.check_key(key)
     _validate.check_choice(method, tuple(_kernels.KERNELS), "method")
     num_samples = _check_count(num_samples, "num_samples", 1)
