@@ -147,7 +147,8 @@ def ours(solver, V, y, dtype):
 
 
 def fidelity_rows(include_exact_omp=True):
-    problems = [("cone", *cone()), ("cone, weights drawn first", *cone(False)), ("fisher N=1000", *fisher(1000, 100), 30),
+    problems = [("cone", *cone()), ("cone, weights drawn first", *cone(False)),
+                ("fisher N=1000", *fisher(1000, 100), 30),
                 ("fisher N=5000", *fisher(5000, 200), 100)]
     rows = []
     for name, V, y, M in problems:

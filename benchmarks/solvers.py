@@ -9,7 +9,7 @@ selected points. Solvers run on the full V (compress=False), so the times are th
 
     .venv/bin/python benchmarks/solvers.py [--quick]
     .venv/bin/python benchmarks/solvers.py --sparse-vi   # adds Sparse VI at N = 10^4, M <= 100 (minutes)
-    .venv/bin/python benchmarks/solvers.py --fidelity    # issue 11: results/fidelity.{json,png} (benchmarks/fidelity.py)
+    .venv/bin/python benchmarks/solvers.py --fidelity    # issue 11: results/fidelity.{json,png}, fidelity.py
 
 writes benchmarks/results/solvers.json and benchmarks/results/solvers.png (solvers_quick.* with --quick) and
 prints a table.
