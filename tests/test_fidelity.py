@@ -114,3 +114,27 @@ def test_relative_error_when_rows_sum_to_zero():
     # an ordinary V keeps the relative definition
     W = jnp.asarray([[1.0, 0.0], [0.0, 1.0]])
     np.testing.assert_allclose(float(cj.relative_error(W, jnp.asarray([1.0, 0.0]))), np.sqrt(0.5), rtol=1e-6)
+
+
+def test_auto_compress_policy_keeps_the_greedy_path_on_exact_low_rank_V():
+    """V of exact rank 8: the factor A preserves every inner product (compress.py, Eq. (*) with E = 0), so GIGA
+    on A selects the same rows with the same weights; the policy declines small V, few iterations and the
+    sampling methods."""
+    from coresets_jax.compress import auto_compress
+    from coresets_jax.solvers.giga import giga
+
+    rng = np.random.default_rng(0)
+    V = jnp.asarray(rng.normal(size=(9000, 8)) @ rng.normal(size=(8, 500)) + 0.1, jnp.float32)
+    packed = auto_compress(V, "giga", 40)
+    assert packed is not None and packed.rank <= 250
+    exact = jax.jit(lambda V: run(giga(40), make_problem(V), jax.random.key(0)))
+    i1, w1, _ = exact(V)
+    i2, w2, _ = exact(packed.A)
+    # same path until the error reaches float32 rounding (later picks are ties at the rounding level)
+    np.testing.assert_array_equal(np.asarray(i1)[:8], np.asarray(i2)[:8])
+    e1 = float(cj.relative_error(V, cj.Coreset(i1, w1)))
+    e2 = float(cj.relative_error(V, cj.Coreset(i2, w2)))
+    assert e2 <= 1.05 * e1 + 1e-5, (e1, e2)
+    assert auto_compress(V, "uniform", 40) is None
+    assert auto_compress(V[:100], "giga", 40) is None
+    assert auto_compress(V, "giga", 8) is None
