@@ -11,7 +11,7 @@ The NNLS is solved to a tolerance that adapts to the dtype (`nnls_tol=None`: 1e-
 float32, relative KKT violation; at most nnls_max_iter = 1000 warm-started iterations per step). Measured on
 logistic Fisher features (synthetic_logistic, J = 200, N = 5000, M = 100; relative error ||y - V^T w|| / ||y||;
 benchmarks/solvers.py --fidelity): the previous default (tolerance 1e-4, 100 iterations, no re-selection)
-9.2e-3; this default 8.4e-4 (float64) and 2.5e-3 (float32); a plain NumPy OMP with SciPy's exact NNLS and
+9.2e-3; this default 9.5e-4 (float64) and 2.5e-3 (float32); a plain NumPy OMP with SciPy's exact NNLS and
 re-selection 3.7e-7. That gap is the accelerated gradient NNLS on a Gram whose condition number is ~1e30
 (the rows' singular values span 1e15). exact_nnls=True closes it in float64 (3.3e-7): the inner loop of
 Lawson-Hanson with least squares on the rows (`active_set_nnls`). It is not the default because XLA's SVD
