@@ -9,6 +9,7 @@ selected points. Solvers run on the full V (compress=False), so the times are th
 
     .venv/bin/python benchmarks/solvers.py [--quick]
     .venv/bin/python benchmarks/solvers.py --sparse-vi   # adds Sparse VI at N = 10^4, M <= 100 (minutes)
+    .venv/bin/python benchmarks/solvers.py --fidelity    # issue 11: results/fidelity.{json,png}, fidelity.py
 
 writes benchmarks/results/solvers.json and benchmarks/results/solvers.png (solvers_quick.* with --quick) and
 prints a table.
@@ -89,9 +90,15 @@ def timed(V, M, method, key, max_repeats=3, **options):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="N = 10^4 and M <= 100 only")
+    parser.add_argument("--fidelity", action="store_true",
+                        help="only the fidelity table (cone, Fisher N = 1000, 5000; float64/float32 beside NumPy "
+                             "twins) and the GIGA/FW speed-up at the reference setting: results/fidelity.*")
     parser.add_argument("--sparse-vi", action="store_true",
                         help="only add the sparse_vi section (N = 10^4, M in 10, 50, 100) to solvers.json")
     args = parser.parse_args()
+    if args.fidelity:
+        fidelity_main()
+        return
     if args.sparse_vi:
         path = os.path.join(HERE, "results", "solvers.json")
         with open(path) as f:
@@ -144,6 +151,59 @@ def main():
         json.dump(out, f, indent=1)
     table(rows)
     plot(rows, Ns, os.path.join(HERE, "results", f"{name}.png"))
+
+
+def fidelity_main():
+    """benchmarks/fidelity.py's table and speed-up, written to results/fidelity.json and .png."""
+    import fidelity
+
+    jax.config.update("jax_enable_x64", True)  # float64 problems are built; float32 runs cast explicitly
+    rows = fidelity.fidelity_rows()
+    speed = fidelity.speed_rows()
+    out = dict(config=dict(doc=fidelity.__doc__, jax=jax.__version__, device=str(jax.devices()[0]),
+                           cpu_count=os.cpu_count(), platform=platform.platform(),
+                           note="shared 2-core CPU under load from other jobs; times are medians of one run"),
+               fidelity=rows, speed=speed)
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    with open(os.path.join(HERE, "results", "fidelity.json"), "w") as f:
+        json.dump(out, f, indent=1)
+    fidelity_plot(rows, speed, os.path.join(HERE, "results", "fidelity.png"))
+
+
+def fidelity_plot(rows, speed, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    problems = list(dict.fromkeys(r["problem"] for r in rows))
+    fig, axes = plt.subplots(1, len(problems) + 1, figsize=(5.5 * (len(problems) + 1), 5))
+    for ax, prob in zip(axes, problems):
+        rs = [r for r in rows if r["problem"] == prob]
+        labels, vals, colors = [], [], []
+        for r in rs:
+            labels += [f"{r['solver']} f64", f"{r['solver']} f32"]
+            vals += [r["error_float64"], r["error_float32"]]
+            colors += ["C0", "C1"]
+            for k, v in r["twins"].items():
+                labels.append(k.replace(" (NumPy)", "").replace(" (numpy_reference)", "") + " [NumPy]")
+                vals.append(v)
+                colors.append("C2")
+        ax.barh(range(len(vals)), [max(v, 1e-16) for v in vals], color=colors)
+        ax.set_yticks(range(len(vals)), labels, fontsize=6)
+        ax.set_xscale("log")
+        ax.invert_yaxis()
+        ax.set_title(f"{prob}: relative error", fontsize=9)
+    ax = axes[-1]
+    names = [s["method"] for s in speed]
+    ax.bar(np.arange(len(names)) - 0.2, [s["speedup"] for s in speed], 0.4, label="cj.build, exact")
+    ax.bar(np.arange(len(names)) + 0.2, [s["speedup_compressed"] for s in speed], 0.4, label="compress=True")
+    ax.axhline(20, color="k", ls="--", lw=0.8)
+    ax.set_xticks(range(len(names)), names)
+    ax.set_ylabel("speed-up over plain NumPy (median)")
+    ax.set_title("N = 20000, J = 500, M = 500, float32", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def table(rows):

@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["Compressed", "compress"]
+__all__ = ["AUTO_METHODS", "Compressed", "auto_compress", "compress"]
 
 Array = jax.Array
 _HIGHEST = jax.lax.Precision.HIGHEST
@@ -142,3 +142,31 @@ def compress(V: Array, tol: float = 3e-3, *, max_rank: Optional[int] = None, mul
             sigma_next = math.sqrt(lam[r]) if r < j else 0.0
             return Compressed(A, U[:, :r], r, disc, rel, sigma_next, target, sampled)
     return None
+
+
+# Greedy solvers whose iteration is one pass over V (so compression divides the per-iteration cost by J / r).
+AUTO_METHODS = ("giga", "frank_wolfe", "omp", "iht", "iht2")
+AUTO_MIN_ENTRIES = 1 << 22  # ~4.2e6 entries of V (N = 20000, J = 500 is 1e7)
+
+
+def auto_compress(V: Array, method: str, size: int, options: Optional[dict] = None, tol: float = 3e-3,
+                  min_entries: int = AUTO_MIN_ENTRIES) -> Optional[Compressed]:
+    """The `compress="auto"` policy as a function: a `Compressed` when compressing pays, else None.
+
+    Compresses when the method is a greedy one-pass-per-iteration solver (AUTO_METHODS), it runs at least 16
+    iterations (options' max_iter, else size), V has at least `min_entries` entries, and some rank r <= J / 2
+    meets `tol` (so each iteration reads at most half of V). The error of any weights w changes by at most
+    sigma_{r+1} ||1 - w|| (module docstring, Eq. (*)); this does not prove that the greedy path is unchanged.
+
+    Measured (benchmarks/results/fidelity.json, N = 20000, J = 500, M = 500, centred L2 features of
+    synthetic logistic regression, float32, shared 2-core CPU): GIGA 20.8x plain NumPy compressed against
+    2.6x exact, the relative error equal to 4 digits (ratio 1.000).
+    """
+    options = options or {}
+    if method not in AUTO_METHODS:
+        return None
+    n, j = V.shape
+    iterations = options.get("max_iter", size)
+    if n * j < min_entries or iterations < 16:
+        return None
+    return compress(V, tol, max_rank=j // 2)

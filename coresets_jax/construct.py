@@ -202,14 +202,27 @@ def _full_error(V, target, indices, weights):
 
 
 def relative_error(V: jax.Array, weights: Any, squared: bool = False) -> jax.Array:
-    """||sum_n v_n - V^T w|| / ||sum_n v_n|| (squared if asked); `weights` is a Coreset or a dense (N,)."""
-    acc = jnp.promote_types(V.dtype, jnp.float32)
+    """||sum_n v_n - V^T w|| / ||sum_n v_n|| (squared if asked); `weights` is a Coreset or a dense (N,).
+
+    When the rows of V sum to zero (||sum_n v_n|| at the rounding level of the sum, at most
+    16 eps sum_n ||v_n||), the ratio is undefined (0/0, or x/0 = inf for any w != 0); the absolute error
+    ||sum_n v_n - V^T w|| (squared if asked) is returned instead, so the value is always finite and 0 means
+    exact. Centred features whose rows cancel exactly are the usual case (every w = c 1 is then exact).
+    """
+    V = jnp.asarray(V)
+    acc = jnp.promote_types(V.dtype, jnp.float32)  # an integer V counts as float32 (float64 under x64)
+    acc = acc if jnp.issubdtype(acc, jnp.floating) else jnp.result_type(float)
     if isinstance(weights, Coreset):
-        approx = weights.weights.astype(acc) @ V[weights.indices].astype(acc)
+        approx = weights.weights.astype(acc) @ _sharding.take_rows(V, weights.indices).astype(acc)
     else:
         approx = jnp.asarray(weights, acc) @ V.astype(acc)
-    target = jnp.sum(V.astype(acc), axis=0)
-    err = jnp.sum(jnp.square(target - approx)) / jnp.sum(jnp.square(target))
+    Vf = V.astype(acc)
+    target = jnp.sum(Vf, axis=0)
+    err2 = jnp.sum(jnp.square(target - approx))
+    norm2 = jnp.sum(jnp.square(target))
+    floor = 16 * jnp.finfo(acc).eps * jnp.sum(jnp.linalg.norm(Vf, axis=1))
+    degenerate = norm2 <= jnp.square(floor)
+    err = jnp.where(degenerate, err2, err2 / jnp.where(degenerate, 1.0, norm2))
     return err if squared else jnp.sqrt(err)
 
 

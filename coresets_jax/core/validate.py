@@ -68,15 +68,20 @@ def check_data(data: Any, name: str = "data") -> int:
 
 
 def check_matrix(V: Any, name: str = "V") -> jax.Array:
-    """Check the projected vectors: a finite 2-D (N, J) array with N, J >= 1."""
+    """Check the projected vectors: a finite 2-D (N, J) array with N, J >= 1; an integer V is cast to float."""
     if not _is_array(V):
         raise ValueError(f"{name}: expected a 2-D array of shape (N, J), got {type(V).__name__}")
     if np.ndim(V) != 2:
         raise ValueError(f"{name}: expected a 2-D array of shape (N, J), got shape {np.shape(V)}")
     if min(np.shape(V)) < 1:
         raise ValueError(f"{name}: has an empty axis, shape {np.shape(V)}")
-    if not jnp.issubdtype(jnp.result_type(V), jnp.floating):
-        raise ValueError(f"{name}: expected a floating dtype, got {jnp.result_type(V)}")
+    dtype = jnp.result_type(V)
+    if jnp.issubdtype(dtype, jnp.integer) or jnp.issubdtype(dtype, jnp.bool_):
+        # integer (or boolean) vectors are cast, as NumPy and the reference library do: to the default
+        # float dtype (float32, or float64 under jax_enable_x64)
+        V = jnp.asarray(V, jnp.result_type(float))
+    elif not jnp.issubdtype(dtype, jnp.floating):
+        raise ValueError(f"{name}: expected a real (floating or integer) dtype, got {dtype}")
     V = jnp.asarray(V)
     check_finite(V, name)
     return V

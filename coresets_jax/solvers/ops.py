@@ -11,6 +11,7 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
+from ..core import rows as _rows
 from .base import Problem
 
 __all__ = [
@@ -30,16 +31,17 @@ Array = jax.Array
 
 
 def top_k(x: Array, k: int) -> tuple[Array, Array]:
-    """`lax.top_k` that stays fast for float64 on CPU.
+    """`core.rows.top_k` (mesh-aware) that stays fast for float64 on CPU.
 
     float64 top_k is ~150x slower than float32 on CPU (notes.md), so take 2k float32 candidates and choose
-    the top k among them in float64. Ties closer than float32 resolution may be ordered differently.
+    the top k among them in float64 (the candidates gathered with `take_rows`, so a sharded x is never
+    all-gathered). Ties closer than float32 resolution may be ordered differently.
     """
     n = x.shape[-1]
     if x.dtype != jnp.float64 or 2 * k >= n:
-        return jax.lax.top_k(x, k)
-    _, cand = jax.lax.top_k(x.astype(jnp.float32), 2 * k)
-    vals, pos = jax.lax.top_k(x[cand], k)
+        return _rows.top_k(x, k)
+    _, cand = _rows.top_k(x.astype(jnp.float32), 2 * k)
+    vals, pos = jax.lax.top_k(_rows.take_rows(x, cand), k)
     return vals, cand[pos]
 
 
@@ -100,7 +102,7 @@ def scatter_dense(n: int, dtype, *pairs: tuple[Array, Array]) -> Array:
 
 def combination(problem: Problem, indices: Array, coeffs: Array) -> Array:
     """V^T w for w supported on `indices`: gathers those rows only, O(len(indices) * J)."""
-    rows = problem.V[indices].astype(problem.target.dtype)
+    rows = _rows.take_rows(problem.V, indices).astype(problem.target.dtype)
     return coeffs.astype(rows.dtype) @ rows
 
 
@@ -188,7 +190,7 @@ def refit_support(problem: Problem, indices: Array, weights: Array, max_iter: in
     """
     n = problem.V.shape[0]
     mask = (weights > 0) & unique_mask(indices, n)
-    rows = problem.V[indices].astype(problem.target.dtype)
+    rows = _rows.take_rows(problem.V, indices).astype(problem.target.dtype)
     G = rows @ rows.T
     b = rows @ problem.target
     res = nnls_gram(G, b, weights.astype(G.dtype), mask, max_iter, tol)

@@ -1,0 +1,217 @@
+"""Fidelity and reference-setting speed of the solvers (issue 11), used by `benchmarks/solvers.py --fidelity`.
+
+Fidelity: each solver's relative error ||y - V^T w|| / ||y|| in float64 and float32, beside an independent
+plain NumPy/SciPy implementation written here from the papers (float64):
+  - A-IHT II, IHT Algorithm 3 (appendix A) with the exact line-search steps as printed, and with the de-bias
+    step halved (as in the authors' published NumPy code, which takes half the exact step);
+  - orthogonal pursuit with SciPy's exact NNLS on the support and re-selection of rows whose weight fell to 0;
+  - GIGA (Campbell & Broderick 2018, Algorithm 1) and Frank-Wolfe (HC Algorithm 2): benchmarks/numpy_reference.py.
+Problems:
+  - "cone": the IHT authors' example, uniform(-1/2, 1/2) vectors (N = 1000, J = 300), target in the cone of
+    K = 100 of them with uniform(0, 1) weights (numpy seed 233); the target is not sum_n v_n, so only the
+    sparse regression solvers (A-IHT II, OMP) apply;
+  - "fisher": Fisher features (HC Eq. 5.7) of synthetic logistic regression (HC §7.2), Laplace pi_hat,
+    target sum_n v_n: N = 1000 (J = 100, M = 30) and N = 5000 (J = 200, M = 100).
+Speed: GIGA and Frank-Wolfe at the reference library's own setting (centred L2 features of synthetic logistic
+regression, N = 20000, J = 500, M = 500, float32 V), cj.build (compress=False, and compress=True) against
+the plain NumPy implementation on the same V, alternating, medians, in one run.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.optimize import nnls
+
+import coresets_jax as cj
+import numpy_reference as npref
+from coresets_jax.solvers import make_problem, run
+from coresets_jax.solvers.frank_wolfe import frank_wolfe
+from coresets_jax.solvers.giga import giga
+from coresets_jax.solvers.iht import iht2
+from coresets_jax.solvers.omp import omp
+
+# ------------------------------------------------------------------------------------------------------
+# Independent NumPy implementations (float64), written from the papers.
+
+
+def numpy_aiht2(V, y, k, debias_scale=1.0, max_iter=300, tol=1e-5):
+    """IHT Algorithm 3 from w_0 = 0; debias_scale multiplies the de-bias step of line 9 (1: as printed)."""
+    n = V.shape[0]
+    w, w_prev, z = np.zeros(n), np.zeros(n), np.zeros(n)
+    Aw, Aw_prev, tau = np.zeros_like(y), np.zeros_like(y), 0.0
+    best, best_f = np.zeros(n), np.inf
+    for _ in range(max_iter):
+        g = V @ (y - (Aw + tau * (Aw - Aw_prev)))  # -grad f(z) / 2
+        in_z = z != 0
+        outside = np.where(in_z, -1.0, np.abs(g))
+        S = np.union1d(np.flatnonzero(in_z), np.argsort(-outside, kind="stable")[:k])
+        d = g[S] @ V[S]
+        mu = (g[S] @ g[S]) / (d @ d) if d @ d > 0 else 0.0  # exact line search along g_S (line 6)
+        x = z + mu * g
+        top = np.argsort(-x, kind="stable")[:k]
+        vals = np.maximum(x[top], 0.0)
+        rows = V[top]
+        g2 = np.where(vals > 0, rows @ (y - vals @ rows), 0.0)  # lines 8-10 on supp(x_t)
+        d2 = g2 @ rows
+        if d2 @ d2 > 0:
+            vals = np.maximum(vals + debias_scale * (g2 @ g2) / (d2 @ d2) * g2, 0.0)
+        w_prev, Aw_prev = w, Aw
+        w = np.zeros(n)
+        w[top] = vals
+        Aw = vals @ rows
+        diff = Aw - Aw_prev
+        tau = (y - Aw) @ diff / (diff @ diff) if diff @ diff > 0 else 0.0  # lines 11-12
+        z = w + tau * (w - w_prev)
+        f = np.sum((y - Aw) ** 2)
+        if f < best_f:
+            best, best_f = w, f
+        if np.linalg.norm(w - w_prev) <= tol * np.linalg.norm(w):
+            break
+    return best
+
+
+def numpy_omp(V, y, M, steps=None):
+    """Orthogonal pursuit: the row outside the support most correlated with the residual joins, SciPy's
+    exact NNLS re-solves the support weights, rows with weight 0 leave and may return."""
+    sig = np.linalg.norm(V, axis=1)
+    sig = np.where(sig > 0, sig, np.inf)
+    support, w = [], np.zeros(0)
+    for _ in range(2 * M if steps is None else steps):
+        r = y - (w @ V[support] if support else 0.0)
+        scores = V @ r / sig
+        scores[support] = -np.inf
+        f = int(np.argmax(scores))
+        if scores[f] <= 64 * np.finfo(float).eps * np.linalg.norm(r) or len(support) >= M:
+            break
+        support.append(f)
+        w, _ = nnls(V[support].T, y, maxiter=100 * len(support) + 1000)
+        keep = w > 0
+        support, w = [s for s, kp in zip(support, keep) if kp], w[keep]
+    out = np.zeros(V.shape[0])
+    out[support] = w
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------
+# Problems.
+
+
+def cone(support_first=True):
+    """The authors' example (their draw order: the support, then the weights); support_first=False draws the
+    weights first (another instance of the same construction, on which every A-IHT II variant stalls)."""
+    rng = np.random.RandomState(233)
+    A = rng.rand(300, 1000) - 0.5
+    w = np.zeros(1000)
+    if support_first:
+        support = rng.permutation(1000)[:100]
+        w[support] = rng.rand(100)
+    else:
+        values = rng.rand(100)
+        w[rng.permutation(1000)[:100]] = values
+    return A.T.copy(), A @ w, 100
+
+
+def fisher(n, j, seed=0):
+    kd, kp, kt, kf = jax.random.split(jax.random.key(seed), 4)
+    ds = cj.data.synthetic_logistic(kd, n)
+    model = cj.models.logistic_regression()
+    approx = cj.laplace(model, ds.train, key=kp)
+    with jax.enable_x64(True):
+        V = cj.project(model, ds.train, approx.sample(kt, j), norm="fisher", key=kf, dtype=jnp.float64)
+        V = np.asarray(V, np.float64)
+    return V, V.sum(0)
+
+
+def rel_error(V, y, w):
+    return float(np.linalg.norm(y - w @ V) / np.linalg.norm(y))
+
+
+def ours(solver, V, y, dtype):
+    """(dense weights in float64, seconds after compilation) of a solver run on target y."""
+    problem = make_problem(jnp.asarray(V, dtype))._replace(target=jnp.asarray(y, dtype))
+    fn = jax.jit(lambda p: run(solver, p, jax.random.key(0)))
+    idx, w, _ = fn(problem)
+    w.block_until_ready()
+    t0 = time.perf_counter()
+    idx, w, _ = fn(problem)
+    w.block_until_ready()
+    t = time.perf_counter() - t0
+    dense = np.zeros(V.shape[0])
+    np.add.at(dense, np.asarray(idx), np.asarray(w, np.float64))
+    return dense, t
+
+
+def fidelity_rows(include_exact_omp=True):
+    problems = [("cone", *cone()), ("cone, weights drawn first", *cone(False)),
+                ("fisher N=1000", *fisher(1000, 100), 30),
+                ("fisher N=5000", *fisher(5000, 200), 100)]
+    rows = []
+    for name, V, y, M in problems:
+        sparse_only = name.startswith("cone")
+        printed = ("A-IHT II as printed (NumPy)", lambda: numpy_aiht2(V, y, M, 1.0))
+        half = ("A-IHT II, half de-bias step as in the authors' code (NumPy)", lambda: numpy_aiht2(V, y, M, 0.5))
+        ortho = ("orthogonal pursuit + SciPy NNLS (NumPy)", lambda: numpy_omp(V, y, M))
+        variants = [("iht2 (default)", lambda: iht2(M), [printed, half]),
+                    ("iht2 debias='step'", lambda: iht2(M, debias="step"), []),
+                    ("omp (default)", lambda: omp(M), [ortho])]
+        if include_exact_omp and name == "fisher N=1000":  # XLA's SVD on CPU: minutes at N = 5000
+            variants.append(("omp exact_nnls=True", lambda: omp(M, exact_nnls=True), []))
+        if not sparse_only:
+            variants += [("giga", lambda: giga(M), [("GIGA (numpy_reference)", lambda: npref.giga(V, M))]),
+                         ("frank_wolfe", lambda: frank_wolfe(M),
+                          [("Frank-Wolfe (numpy_reference)", lambda: npref.frank_wolfe(V, M))])]
+        for label, make, twins in variants:
+            row = dict(problem=name, N=V.shape[0], J=V.shape[1], M=M, solver=label)
+            with jax.enable_x64(True):
+                w64, t64 = ours(make(), V, y, jnp.float64)
+            w32, t32 = ours(make(), V, y, jnp.float32)
+            row.update(error_float64=rel_error(V, y, w64), error_float32=rel_error(V, y, w32),
+                       time_float64_s=t64, time_float32_s=t32, points=int(np.sum(w64 > 0)), twins={})
+            for twin_label, twin in twins:
+                row["twins"][twin_label] = rel_error(V, y, twin())
+            rows.append(row)
+            print(f"{name:>14} {label:>22}: f64 {row['error_float64']:.2e}  f32 {row['error_float32']:.2e}  "
+                  + "  ".join(f"[{k}: {v:.2e}]" for k, v in row["twins"].items()), flush=True)
+    return rows
+
+
+def speed_rows(n=20_000, j=500, m=500, repeats=3):
+    """GIGA and FW: cj.build against numpy_reference on the same float32 V, alternating; medians."""
+    from solvers import projected  # the centred L2 features of benchmarks/solvers.py
+
+    V = projected(n, j)
+    Vn = np.asarray(V)
+    y = Vn.astype(np.float64).sum(0)
+    out = []
+    for method, npfn in (("giga", npref.giga), ("frank_wolfe", npref.frank_wolfe)):
+        variants = {"jax": dict(compress=False), "jax_compressed": dict(compress=True)}
+        for opts in variants.values():  # compile
+            cj.build(V, m, method, **opts).weights.block_until_ready()
+        times = {k: [] for k in list(variants) + ["numpy"]}
+        errors = {}
+        for _ in range(repeats):
+            for label, opts in variants.items():
+                t0 = time.perf_counter()
+                cs = cj.build(V, m, method, **opts)
+                cs.weights.block_until_ready()
+                times[label].append(time.perf_counter() - t0)
+                errors[label] = rel_error(Vn.astype(np.float64), y, np.asarray(cs.dense(n), np.float64))
+            t0 = time.perf_counter()
+            w = npfn(Vn, m)
+            times["numpy"].append(time.perf_counter() - t0)
+            errors["numpy"] = rel_error(Vn.astype(np.float64), y, np.asarray(w, np.float64))
+        med = {k: statistics.median(v) for k, v in times.items()}
+        row = dict(method=method, N=n, J=j, M=m, dtype="float32", median_s=med, errors=errors,
+                   speedup=med["numpy"] / med["jax"], speedup_compressed=med["numpy"] / med["jax_compressed"],
+                   error_ratio=errors["jax"] / errors["numpy"],
+                   error_ratio_compressed=errors["jax_compressed"] / errors["numpy"], repeats=repeats)
+        out.append(row)
+        print(f"{method}: numpy {med['numpy']:.3f}s  jax {med['jax']:.3f}s ({row['speedup']:.1f}x, error ratio "
+              f"{row['error_ratio']:.3f})  compressed {med['jax_compressed']:.3f}s ({row['speedup_compressed']:.1f}x, "
+              f"error ratio {row['error_ratio_compressed']:.3f})", flush=True)
+    return out
