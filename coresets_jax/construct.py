@@ -201,6 +201,32 @@ def _full_error(V, target, indices, weights):
     return _support_error(V, target, indices, weights)
 
 
+def _check_error_inputs(V: Any, weights: Any) -> None:
+    """`relative_error`'s checks, skipped for traced values (JAX would clamp an index >= N silently)."""
+    leaves = [V, *(jax.tree_util.tree_leaves((weights.indices, weights.weights))
+                   if isinstance(weights, Coreset) else [weights])]
+    if any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
+        return
+    if np.ndim(V) != 2:
+        raise ValueError(f"V: expected a 2-D array of shape (N, J), got shape {np.shape(V)}")
+    n = np.shape(V)[0]
+    if isinstance(weights, Coreset):
+        idx, w = np.asarray(weights.indices), np.asarray(weights.weights)
+        if idx.shape != w.shape or idx.ndim != 1:
+            raise ValueError(f"weights: the coreset's indices and weights must be 1-D of equal length, got "
+                             f"{idx.shape} and {w.shape}")
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            raise ValueError(f"weights: coreset indices must lie in [0, N = {n}), got [{idx.min()}, {idx.max()}]")
+    else:
+        w = np.asarray(weights)
+        if w.shape != (n,):
+            raise ValueError(f"weights: expected a Coreset or shape (N,) = ({n},), got shape {w.shape}")
+    if not np.all(np.isfinite(w)):
+        raise ValueError("weights: contain NaN or inf")
+    if np.any(w < 0):
+        raise ValueError("weights: must be non-negative")
+
+
 def relative_error(V: jax.Array, weights: Any, squared: bool = False) -> jax.Array:
     """||sum_n v_n - V^T w|| / ||sum_n v_n|| (squared if asked); `weights` is a Coreset or a dense (N,).
 
@@ -208,7 +234,11 @@ def relative_error(V: jax.Array, weights: Any, squared: bool = False) -> jax.Arr
     16 eps sum_n ||v_n||), the ratio is undefined (0/0, or x/0 = inf for any w != 0); the absolute error
     ||sum_n v_n - V^T w|| (squared if asked) is returned instead, so the value is always finite and 0 means
     exact. Centred features whose rows cancel exactly are the usual case (every w = c 1 is then exact).
+
+    Called on concrete arrays it validates its inputs (ValueError): V 2-D, coreset indices in [0, N), dense
+    weights of shape (N,), weights finite and non-negative. Under `jit` it assumes them valid.
     """
+    _check_error_inputs(V, weights)
     V = jnp.asarray(V)
     acc = jnp.promote_types(V.dtype, jnp.float32)  # an integer V counts as float32 (float64 under x64)
     acc = acc if jnp.issubdtype(acc, jnp.floating) else jnp.result_type(float)
