@@ -22,6 +22,9 @@ from .sharding import shard
 from .solvers import Coreset
 from .solvers.refit import refit
 from .streaming import stream_coreset
+from .numpyro_bridge import from_numpyro
+from .io import load, save
+from .arviz_export import to_arviz
 
 __version__ = "0.1.0"
 
@@ -33,6 +36,10 @@ __all__ = [
     "NORMS",
     "Posterior",
     "build",
+    "from_numpyro",
+    "load",
+    "save",
+    "to_arviz",
     "compress",
     "coreset",
     "data",
