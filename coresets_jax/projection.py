@@ -18,7 +18,7 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 
-from . import _validate, sharding as _sharding
+from . import _validate, progress as _progress, sharding as _sharding
 from .core.model import Model
 
 __all__ = ["project", "NORMS"]
@@ -43,13 +43,33 @@ def _datum_features(model: Model, norm: str, thetas: Array, coords: Array):
     return features
 
 
-@functools.partial(jax.jit, static_argnames=("model", "norm", "chunk_size", "dtype"))
-def _project(model: Model, data: Any, thetas: Array, coords: Array, norm: str, chunk_size: int, dtype):
+@functools.partial(jax.jit, static_argnames=("model", "norm", "chunk_size", "dtype", "show_progress"))
+def _project(model: Model, data: Any, thetas: Array, coords: Array, norm: str, chunk_size: int, dtype,
+             show_progress: bool = False):
     num_features, dim = thetas.shape
     scale = jnp.sqrt((dim if norm == "fisher" else 1.0) / num_features).astype(thetas.dtype)
     features = _datum_features(model, norm, thetas, coords)
-    return jax.lax.map(lambda datum: (features(datum) * scale).astype(dtype), data,
-                       batch_size=chunk_size)
+    if not show_progress:
+        return jax.lax.map(lambda datum: (features(datum) * scale).astype(dtype), data,
+                           batch_size=chunk_size)
+    # The same chunking as lax.map(batch_size=chunk_size), written out so each chunk can report its rows
+    # in order (tqdm via jax.debug.callback, once per chunk).
+    n = jax.tree_util.tree_leaves(data)[0].shape[0]
+    num_chunks, rest = divmod(n, chunk_size)
+    rows = jax.vmap(lambda datum: (features(datum) * scale).astype(dtype))
+    head = jax.tree_util.tree_map(
+        lambda a: a[:num_chunks * chunk_size].reshape((num_chunks, chunk_size) + a.shape[1:]), data)
+
+    def chunk(done, block):
+        done = _progress.tick(done + chunk_size, n, "projection (rows)", ordered=True)
+        return done, rows(block)
+
+    done, V = jax.lax.scan(chunk, jnp.asarray(0, jnp.int32), head)
+    V = V.reshape((num_chunks * chunk_size,) + V.shape[2:])
+    if rest:
+        _progress.tick(done + rest, n, "projection (rows)", ordered=True)
+        V = jnp.concatenate([V, rows(jax.tree_util.tree_map(lambda a: a[num_chunks * chunk_size:], data))])
+    return V
 
 
 def _cast_floats(tree: Any, dtype) -> Any:
@@ -105,8 +125,10 @@ def project(model: Model, data: Any, thetas: Array, norm: str = "fisher", key: O
     # Data sharded along N: each device projects its own rows (sharding.rowwise); else a plain call.
     # Features are computed in at least float32; a narrower dtype (bfloat16/float16) is storage only.
     compute = jnp.promote_types(dtype, jnp.float32)
+    # Progress per chunk (tqdm via jax.debug.callback) on one device; sharded data runs silently.
+    show = _progress.is_enabled() and _sharding.leading_mesh(data) is None
     V = _sharding.rowwise(_project, _cast_floats(data, compute), thetas.astype(compute), coords,
-                          prefix=(model,), suffix=(norm, chunk_size, dtype))
+                          prefix=(model,), suffix=(norm, chunk_size, dtype, show))
     if not bool(jnp.all(jnp.isfinite(V))):
         rows = jnp.nonzero(~jnp.all(jnp.isfinite(V), axis=1), size=1)[0]
         raise ValueError(f"model: log_likelihood (or its gradient) returned non-finite values at pi_hat's "
