@@ -30,9 +30,10 @@ from typing import Any, Callable, Iterable, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
-__all__ = ["ENV", "bar", "enabled", "finish", "is_enabled", "scan", "tick", "while_loop"]
+__all__ = ["ENV", "bar", "enabled", "every_for", "finish", "is_enabled", "scan", "tick", "while_loop"]
 
 ENV = "CORESETS_JAX_PROGRESS"
 _forced: Optional[bool] = None
@@ -139,6 +140,17 @@ def _finisher(desc: str):
     return done
 
 
+def every_for(elements_per_iteration: int, elements_per_report: float = 2.0 ** 30) -> int:
+    """A power-of-two reporting interval so that each report follows about `elements_per_report` array
+    elements of work (2^30: a few tenths of a second of memory traffic on a CPU).
+
+    A host callback costs from ~50 us on an idle machine to several ms on a loaded one, so a loop that
+    reads V (N x J) once per iteration should report every ~2^30 / (N J) iterations to stay well under 5%.
+    """
+    ratio = max(1.0, float(elements_per_report) / max(1, int(elements_per_iteration)))
+    return 1 << int(np.ceil(np.log2(ratio)))
+
+
 def tick(count, total=None, desc: str = "", every: int = 1, ordered: bool = False):
     """Report `count` of `total` units (None: unknown) under `desc` every `every` counts; returns `count`.
 
@@ -182,12 +194,12 @@ def scan(body_fun: Callable, init: Any, xs: Any = None, length: Optional[int] = 
     """`lax.scan(body_fun, init, xs, length)` reporting its step count (a plain scan when off).
 
     For MCMC: `state, draws = progress.scan(step, state, keys, desc="warm-up")`. `every` defaults to
-    about 1% of the steps.
+    5% of the steps (20 reports); pass a larger one for cheap steps (see `every_for`).
     """
     if not is_enabled():
         return lax.scan(body_fun, init, xs, length=length, **scan_kwargs)
     steps = length if length is not None else jax.tree_util.tree_leaves(xs)[0].shape[0]
-    every = max(1, steps // 100) if every is None else every
+    every = max(1, steps // 20) if every is None else every
 
     def body(carry, x):
         state, count = carry

@@ -24,6 +24,7 @@ from .core.model import Model
 __all__ = ["project", "NORMS"]
 
 NORMS = ("fisher", "l2", "centered")
+PROGRESS_MIN_WORK = 1 << 27  # N * J * D below which the projection shows no progress bar
 Array = jax.Array
 
 
@@ -52,24 +53,14 @@ def _project(model: Model, data: Any, thetas: Array, coords: Array, norm: str, c
     if not show_progress:
         return jax.lax.map(lambda datum: (features(datum) * scale).astype(dtype), data,
                            batch_size=chunk_size)
-    # The same chunking as lax.map(batch_size=chunk_size), written out so each chunk can report its rows
-    # in order (tqdm via jax.debug.callback, once per chunk).
     n = jax.tree_util.tree_leaves(data)[0].shape[0]
-    num_chunks, rest = divmod(n, chunk_size)
-    rows = jax.vmap(lambda datum: (features(datum) * scale).astype(dtype))
-    head = jax.tree_util.tree_map(
-        lambda a: a[:num_chunks * chunk_size].reshape((num_chunks, chunk_size) + a.shape[1:]), data)
 
-    def chunk(done, block):
-        done = _progress.tick(done + chunk_size, n, "projection (rows)", ordered=True)
-        return done, rows(block)
+    def row(args):  # lax.map vmaps this over a chunk; the tick then reports once per chunk (its last row)
+        datum, index = args
+        _progress.tick(index + 1, n, "projection (rows)", ordered=True)
+        return (features(datum) * scale).astype(dtype)
 
-    done, V = jax.lax.scan(chunk, jnp.asarray(0, jnp.int32), head)
-    V = V.reshape((num_chunks * chunk_size,) + V.shape[2:])
-    if rest:
-        _progress.tick(done + rest, n, "projection (rows)", ordered=True)
-        V = jnp.concatenate([V, rows(jax.tree_util.tree_map(lambda a: a[num_chunks * chunk_size:], data))])
-    return V
+    return jax.lax.map(row, (data, jnp.arange(n, dtype=jnp.int32)), batch_size=chunk_size)
 
 
 def _cast_floats(tree: Any, dtype) -> Any:
@@ -125,8 +116,10 @@ def project(model: Model, data: Any, thetas: Array, norm: str = "fisher", key: O
     # Data sharded along N: each device projects its own rows (sharding.rowwise); else a plain call.
     # Features are computed in at least float32; a narrower dtype (bfloat16/float16) is storage only.
     compute = jnp.promote_types(dtype, jnp.float32)
-    # Progress per chunk (tqdm via jax.debug.callback) on one device; sharded data runs silently.
-    show = _progress.is_enabled() and _sharding.leading_mesh(data) is None
+    # Progress per chunk (tqdm via jax.debug.callback) on one device, for projections big enough to take
+    # a while (N J D >= 2^27); smaller or sharded ones run silently (benchmarks/progress_overhead.py).
+    show = (_progress.is_enabled() and _sharding.leading_mesh(data) is None
+            and n * num_features * dim >= PROGRESS_MIN_WORK)
     V = _sharding.rowwise(_project, _cast_floats(data, compute), thetas.astype(compute), coords,
                           prefix=(model,), suffix=(norm, chunk_size, dtype, show))
     if not bool(jnp.all(jnp.isfinite(V))):

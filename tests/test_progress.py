@@ -84,8 +84,10 @@ def test_while_loop_with_batched_predicate(shown):
     assert [n for _, n, _ in log] == [8, 16, 24, 32, 37] and bars[0].closed
 
 
-def test_solver_driver_and_projection_unchanged(shown):
+def test_solver_driver_and_projection_unchanged(shown, monkeypatch):
     log, _ = shown
+    monkeypatch.setattr(progress, "every_for", lambda elements: 4)  # small V: report often anyway
+    monkeypatch.setattr(cj.projection, "PROGRESS_MIN_WORK", 0)
     ds = cj.data.synthetic_logistic(jax.random.key(0), 1000)
     model = cj.models.logistic_regression()
     thetas = jnp.array([[3.0, 3.0, 0.0], [2.5, 3.5, 0.2], [3.1, 2.9, -0.1]])
@@ -95,7 +97,8 @@ def test_solver_driver_and_projection_unchanged(shown):
     solve = jax.jit(lambda V, key: run(solver, make_problem(V), key))
     keys = jax.random.split(jax.random.key(2), 4)
     on = jax.vmap(solve, in_axes=(None, 0))(V_on, keys)
-    assert any(d == "solver (iterations)" for d, _, _ in log)
+    solver_counts = [n for d, n, _ in log if d == "solver (iterations)"]
+    assert solver_counts[:3] == [4, 8, 12] and solver_counts[-1] <= 30
     progress.enabled(False)
     V_off = cj.project(model, ds.train, thetas, key=jax.random.key(1), chunk_size=300)
     np.testing.assert_array_equal(V_on, V_off)
@@ -151,3 +154,9 @@ def test_automatic_switch(monkeypatch):
     assert not progress.is_enabled()
     assert progress.enabled(True) and not progress.enabled(False)
     progress.enabled(None)
+
+
+def test_every_for_targets_work_per_report():
+    assert progress.every_for(100_000 * 500) == 32  # 2^30 / 5e7 = 21.5 -> 32
+    assert progress.every_for(10**7 * 500) == 1
+    assert progress.every_for(1) == 2**30

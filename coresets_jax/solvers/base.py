@@ -152,9 +152,10 @@ class Solver(NamedTuple):
 def run(solver: Solver, problem: Problem, key: Array) -> tuple[Array, Array, dict]:
     """Drive `solver` to completion in one `lax.while_loop`; traceable, so jit it from the outside."""
     state = solver.init(problem, key)
-    # A plain lax.while_loop when progress is off; else one tqdm report every 16 iterations.
+    # A plain lax.while_loop when progress is off; else a tqdm report every ~2^30 / (N J) iterations.
     state = progress.while_loop(lambda s: jnp.logical_not(solver.done(s)),
-                                lambda s: solver.step(problem, s), state, desc="solver (iterations)")
+                                lambda s: solver.step(problem, s), state, desc="solver (iterations)",
+                                every=progress.every_for(problem.V.size))
     return solver.extract(state)
 
 
