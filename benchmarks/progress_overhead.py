@@ -3,8 +3,8 @@
 Three loops, each timed after compilation, alternating on/off runs, medians over `--repeats` pairs:
 - solver: Frank–Wolfe, 200 iterations (the shared `run` driver, a tick every 2^30 / (N J) iterations);
 - projection: Fisher projection of logistic regression (a tick per chunk of the default size);
-- scan: an MCMC-like `lax.scan` of 2000 gradient steps of a logistic log density on 1000 rows
-  (`progress.scan`, a tick every 5% of the steps).
+- scan: an MCMC-like `lax.scan` of 1000 gradient steps of a logistic log density on 10,000 rows (full-data
+  MCMC, where a bar is wanted; `progress.scan`, a tick every 5% of the steps).
 Progress "on" draws real tqdm bars (to stderr). Writes benchmarks/results/progress_overhead.json.
 
     python benchmarks/progress_overhead.py [--quick] 2>/dev/null
@@ -93,9 +93,9 @@ def main():
     rows[-1]["bar_shown_by_project"] = n * j * 3 >= PROGRESS_MIN_WORK  # smaller projections show none
 
     X, y = data
-    X, y = X[:1000], y[:1000]
+    X, y = X[:10_000], y[:10_000]
     grad = jax.grad(lambda th: cj.log_joint(model, th, (X, y)))
-    steps = 2000
+    steps = 1000
 
     def make_scan():
         def chain(theta0, keys):
@@ -113,7 +113,7 @@ def main():
         "what": "time of the same jitted loop compiled with progress on (tqdm via jax.debug.callback) and "
                 "off; medians after compilation, runs alternating",
         "settings": {"n": n, "num_features": j, "frank_wolfe_iterations": 200, "projection_chunk": chunk,
-                     "scan_steps": steps, "scan_rows": 1000, "repeats": repeats, "quick": quick},
+                     "scan_steps": steps, "scan_rows": int(X.shape[0]), "repeats": repeats, "quick": quick},
         "results": rows,
         "device": f"{jax.default_backend()}: {jax.devices()[0].device_kind}; shared 2-core CPU "
                   f"(load average at the end {os.getloadavg()[0]:.1f})",
