@@ -86,7 +86,8 @@ def coreset_points(X: Any, indices: Any, weights: Any, labels: Any = None, *, ti
     ax.set_xlabel(f"{axis_name} 1" if axis_name != "x" else "x₁")
     ax.set_ylabel(f"{axis_name} 2" if axis_name != "x" else "x₂")
     ax.set_title(title or "coreset points sized by weight")
-    ax.legend(loc="best", fontsize=7, markerscale=1.0)
+    # Below the axes: inside them it would hide points (a heavy point's circle is large).
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=7, frameon=False)
     return _save(fig or ax.figure, path)
 
 
