@@ -35,8 +35,9 @@ class ConfigError(ValueError):
 
 
 def _methods() -> tuple:
-    from .construct import METHODS
-    return tuple(METHODS) + ("sparse_vi",)
+    """Every registered construction (vector solvers and posterior-driven methods)."""
+    from .registry import methods
+    return tuple(methods())
 
 
 def _positive_int(value, where):
@@ -193,17 +194,12 @@ def validate_config(user: Any, base: str) -> dict:
 
 
 def _check_method_options(method: str, opts: dict, where: str) -> None:
-    import inspect
+    from .registry import resolve
 
-    if method == "sparse_vi":
-        from .solvers.sparse_vi import sparse_vi as target
-        skip = {"model", "data", "size", "key", "pi_hat"}
-    else:
-        from .solvers import REGISTRY
-        target = REGISTRY[method]
-        skip = {"size"}
-    allowed = [p for p in inspect.signature(target).parameters if p not in skip]
-    allowed += [] if method == "sparse_vi" else ["refit", "compress", "compress_tol"]
+    construction = resolve(method)
+    allowed = list(construction.options)
+    if construction.needs == "vectors":
+        allowed += ["refit", "compress", "compress_tol"]  # `cj.build`'s own options
     for name in opts:
         if name not in allowed:
             raise ConfigError(f"{where}.{name}: not an option of {method}; allowed options: {', '.join(allowed)}")
@@ -264,12 +260,14 @@ def _log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
-def _construct(method: str, size: int, model, data, V, key, options: dict):
-    """One coreset by method name: `cj.build` on V, or the model-driven constructions (`cj.coreset`)."""
+def _construct(method: str, size: int, model, data, V, key, options: dict, approx=None):
+    """One coreset by method name, as its registry entry declares: vector methods on V (`cj.build`),
+    posterior-driven ones on the model (`cj.coreset`, started from the same pi_hat)."""
     from .construct import build, coreset
+    from .registry import resolve
 
-    if method == "sparse_vi":
-        return coreset(model, data, size, "sparse_vi", key, **options)
+    if resolve(method).needs == "posterior":
+        return coreset(model, data, size, method, key, pi_hat=approx, **options)
     return build(V, size, method, key, **options)
 
 
@@ -353,7 +351,7 @@ def run_job(config: dict, sample: bool = False, out: Optional[str] = None) -> di
          f"{', '.join(map(str, config['sizes']))}")
     for m, method in progress.bar(work, desc="coresets"):
         options = dict(config["options"].get(method, {}))
-        cs, first, median = _timed(lambda: _construct(method, m, model, data, V, key_solve, options),
+        cs, first, median = _timed(lambda: _construct(method, m, model, data, V, key_solve, options, approx),
                                    config["repeats"])
         coresets[(method, m)] = cs
         rows.append({"method": method, "size": m, "num_points": cs.num_points,

@@ -1,5 +1,7 @@
 """NumPyro models in (`cj.from_numpyro`), ArviZ out (`cj.to_arviz`)."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -101,7 +103,8 @@ def test_plate_size_passed_as_an_integer():
 
 def _posterior(samples):
     """A `Posterior` as `cj.sample` returns it, from given draws (to_arviz only reads the fields)."""
-    from coresets_jax.inference.sample import Posterior, SamplerStats
+    from coresets_jax.inference.driver import SamplerStats
+    from coresets_jax.inference.posterior import Posterior
 
     c, s, d = samples.shape
     acc = jnp.linspace(0.5, 0.9, c * s).reshape(c, s)
@@ -131,6 +134,9 @@ def test_to_arviz_site_names_and_stats():
     plain = cj.to_arviz(post, model=cj.models.logistic_regression())  # no constrain: one flat theta
     assert set(plain.posterior.data_vars) == {"theta"} and plain.posterior["theta"].shape == (2, 50, 2)
     assert set(cj.to_arviz(post).posterior.data_vars) == {"theta"}  # no model known
+    # A Posterior that carries its model (as cj.sample returns it) needs no model= argument.
+    carried = dataclasses.replace(post, model=model)
+    assert set(carried.to_arviz().posterior.data_vars) == {"mu", "sigma"}
 
 
 @pytest.mark.slow
@@ -140,7 +146,7 @@ def test_halfnormal_posterior_matches_numpyro_nuts():
     x = jnp.asarray(np.random.default_rng(2).normal(1.0, 0.5, 30), jnp.float32)
     model, data = cj.from_numpyro(gaussian_scale, x)
     post = cj.sample(model, data, jax.random.key(4), num_samples=2000, num_warmup=500, num_chains=2)
-    idata = cj.to_arviz(post, model=model)
+    idata = post.to_arviz()  # cj.sample keeps the model: NumPyro's site names, constrained values
     ours = {site: idata.posterior[site].values for site in ("mu", "sigma")}
     mcmc = MCMC(NUTS(gaussian_scale), num_warmup=500, num_samples=2000, num_chains=1, progress_bar=False)
     mcmc.run(jax.random.key(5), x)
