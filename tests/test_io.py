@@ -90,17 +90,12 @@ def test_bad_paths_and_metadata(tmp_path, problem):
 
 def test_settings_are_stored_as_json(tmp_path, problem):
     data, _, cs = problem
-    # Coreset.settings (size, options, norm, J, time, key) arrives with the lead's change; until then any
-    # object with the attribute exercises the same path.
-    class WithSettings(cj.Coreset):
-        @property
-        def settings(self):
-            return {"norm": "fisher", "num_features": 20, "key": jax.random.key(3), "time_s": 0.5,
-                    "options": {"max_iter": 10}}
-
-    cs2 = WithSettings(cs.indices, cs.weights, cs.info, cs.method)
+    settings = {"norm": "fisher", "num_features": 20, "key": jax.random.key(3), "time_s": 0.5,
+                "options": {"max_iter": 10}}
+    cs2 = cj.Coreset(cs.indices, cs.weights, cs.info, cs.method, settings)
     cj.save(cs2, tmp_path / "s.npz", data=data)
     meta = cj_io.read_metadata(tmp_path / "s.npz")
     assert meta["settings"]["norm"] == "fisher" and meta["settings"]["options"] == {"max_iter": 10}
     assert meta["settings"]["key"] == np.asarray(jax.random.key_data(jax.random.key(3))).tolist()
     json.dumps(meta)
+    assert cj.load(tmp_path / "s.npz", data=data).settings["options"] == {"max_iter": 10}
