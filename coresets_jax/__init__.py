@@ -22,6 +22,9 @@ from .sensitivity import sensitivity_coreset
 from .sharding import shard
 from .solvers.refit import refit
 from .streaming import stream_coreset
+from .numpyro_bridge import from_numpyro
+from .io import load, save
+from .arviz_export import to_arviz
 
 __version__ = "0.1.0"
 
@@ -37,6 +40,10 @@ __all__ = [
     "Start",
     "build",
     "build_fn",
+    "from_numpyro",
+    "load",
+    "save",
+    "to_arviz",
     "compress",
     "core",
     "coreset",

@@ -18,13 +18,14 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 
-from . import _validate, sharding as _sharding
+from . import _validate, progress as _progress, sharding as _sharding
 from .core import checks as _checks
 from .core.model import Model
 
 __all__ = ["NORMS", "project", "project_fn"]
 
 NORMS = ("fisher", "l2", "centered")
+PROGRESS_MIN_WORK = 1 << 27  # N * J * D below which the projection shows no progress bar
 Array = jax.Array
 
 
@@ -63,13 +64,23 @@ def _datum_features(model: Model, norm: str, thetas: Array, coords: Array):
     return features
 
 
-@functools.partial(jax.jit, static_argnames=("model", "norm", "chunk_size", "dtype"))
-def _project(model: Model, data: Any, thetas: Array, coords: Array, norm: str, chunk_size: int, dtype):
+@functools.partial(jax.jit, static_argnames=("model", "norm", "chunk_size", "dtype", "show_progress"))
+def _project(model: Model, data: Any, thetas: Array, coords: Array, norm: str, chunk_size: int, dtype,
+             show_progress: bool = False):
     num_features, dim = thetas.shape
     scale = jnp.sqrt((dim if norm == "fisher" else 1.0) / num_features).astype(thetas.dtype)
     features = _datum_features(model, norm, thetas, coords)
-    return jax.lax.map(lambda datum: (features(datum) * scale).astype(dtype), data,
-                       batch_size=chunk_size)
+    if not show_progress:
+        return jax.lax.map(lambda datum: (features(datum) * scale).astype(dtype), data,
+                           batch_size=chunk_size)
+    n = jax.tree_util.tree_leaves(data)[0].shape[0]
+
+    def row(args):  # lax.map vmaps this over a chunk; the tick then reports once per chunk (its last row)
+        datum, index = args
+        _progress.tick(index + 1, n, "projection (rows)", ordered=True)
+        return (features(datum) * scale).astype(dtype)
+
+    return jax.lax.map(row, (data, jnp.arange(n, dtype=jnp.int32)), batch_size=chunk_size)
 
 
 def _cast_floats(tree: Any, dtype) -> Any:
@@ -126,8 +137,12 @@ def project(model: Model, data: Any, thetas: Array, norm: str = "fisher", key: O
     # Data sharded along N: each device projects its own rows (sharding.rowwise); else a plain call.
     # Features are computed in at least float32; a narrower dtype (bfloat16/float16) is storage only.
     compute = jnp.promote_types(dtype, jnp.float32)
+    # Progress per chunk (tqdm via jax.debug.callback) on one device, for projections big enough to take
+    # a while (N J D >= 2^27); smaller or sharded ones run silently (benchmarks/progress_overhead.py).
+    show = (_progress.is_enabled() and _sharding.leading_mesh(data) is None
+            and n * num_features * dim >= PROGRESS_MIN_WORK)
     V = _sharding.rowwise(_project, _cast_floats(data, compute), thetas.astype(compute), coords,
-                          prefix=(model,), suffix=(norm, chunk_size, dtype))
+                          prefix=(model,), suffix=(norm, chunk_size, dtype, show))
     if not bool(jnp.all(jnp.isfinite(V))):
         row = int(jnp.argmin(jnp.all(jnp.isfinite(V), axis=1)))
         raise ValueError(f"model: {_first_non_finite(model, data, thetas, row)}, first at data row {row}; "

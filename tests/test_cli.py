@@ -1,42 +1,156 @@
-"""The main job's command line on a small config."""
+"""The command line: the main job on a small config, its outputs, and one-line errors with exit status 2."""
 
 import json
+import os
 
+import jax
+import numpy as np
 import pytest
 
+import coresets_jax as cj
 from coresets_jax import cli
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-def test_run_writes_table_and_json(tmp_path, capsys):
+
+def test_run_writes_table_json_coresets_and_plots(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
     cfg = tmp_path / "small.yaml"
     cfg.write_text("data: {synthetic: logistic, n: 600, seed: 1}\nnum_features: 40\nsizes: [5, 20]\n"
-                   "repeats: 1\n")
-    assert cli.main(["run", str(cfg), "--out", str(tmp_path / "out")]) == 0
-    out = capsys.readouterr().out
-    assert "frank_wolfe" in out and "uniform" in out
-    report = json.loads((tmp_path / "out" / "results.json").read_text())
+                   "repeats: 1\nmethods: [frank_wolfe, giga, uniform]\n")
+    out = tmp_path / "out"
+    assert cli.main(["run", str(cfg), "--out", str(out), "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert "frank_wolfe" in captured.out and "error = ||sum_n v_n - V^T w|| / ||sum_n v_n||" in captured.out
+    assert "[1/3]" not in captured.err  # --quiet
+    report = json.loads((out / "results.json").read_text())
     rows = report["results"]
     assert [(r["method"], r["size"]) for r in rows] == [
-        ("frank_wolfe", 5), ("uniform", 5), ("frank_wolfe", 20), ("uniform", 20)]
+        (m, s) for s in (5, 20) for m in ("frank_wolfe", "giga", "uniform")]
+    data = cj.data.synthetic_logistic(jax.random.key(1), 600).train
     for r in rows:
         assert 1 <= r["num_points"] <= r["size"] and r["relative_error"] >= 0 and r["time_s"] > 0
-    # The data's true theta is [3, 3, 0]; the Laplace mean of 600 rows is near it.
-    assert abs(report["laplace_mean"][0] - 3) < 1.5
+        assert len(r["indices"]) == len(r["weights"]) == r["size"]
+        # The saved coreset matches the JSON and loads only with the same data.
+        cs = cj.load(out / "coresets" / f"{r['method']}_M{r['size']}.npz", data=data)
+        np.testing.assert_array_equal(cs.indices, r["indices"])
+        np.testing.assert_allclose(cs.weights, r["weights"], rtol=1e-6)
+    with pytest.raises(ValueError, match="differs"):
+        cj.load(out / "coresets" / "giga_M5.npz", data=(data[0][:-1], data[1][:-1]))
+    assert abs(report["laplace_mean"][0] - 3) < 1.5  # the data's theta is [3, 3, 0]
+    for name in ("coreset_points.png", "errors.png", "marginals.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(report["files"]["plots"]) == sorted(str(out / n) for n in
+                                                      ("coreset_points.png", "errors.png", "marginals.png"))
 
 
-def test_npz_config_and_bad_config(tmp_path, capsys):
-    import numpy as np
+def test_npz_data_and_legacy_method_keys(tmp_path, capsys):
     rng = np.random.default_rng(0)
     X = np.concatenate([rng.normal(size=(300, 1)), np.ones((300, 1))], 1)
     y = rng.poisson(np.log1p(np.exp(X @ [1.0, 0.0])))
     np.savez(tmp_path / "d.npz", X=X, y=y)
     (tmp_path / "p.yaml").write_text("model: poisson_regression\ndata: {path: d.npz}\nnum_features: 30\n"
-                                     "sizes: [10]\nmethod: importance\nrepeats: 1\n")
-    assert cli.main(["run", str(tmp_path / "p.yaml")]) == 0
-    assert "importance" in capsys.readouterr().out
-    (tmp_path / "bad.yaml").write_text("methd: giga\n")
-    assert cli.main(["run", str(tmp_path / "bad.yaml")]) == 2
-    assert "unknown key" in capsys.readouterr().err
-    (tmp_path / "big.yaml").write_text("data: {synthetic: logistic, n: 50}\nsizes: [100]\n")
-    assert cli.main(["run", str(tmp_path / "big.yaml")]) == 2
-    assert "config.sizes" in capsys.readouterr().err
+                                     "sizes: [10]\nmethod: importance\nrepeats: 0\n")
+    assert cli.main(["run", str(tmp_path / "p.yaml"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "importance" in out and "uniform" in out  # method + the default baseline
+
+
+BAD_CONFIGS = {
+    "data: {nn: 500}\n": "config.data.nn: unknown key; allowed keys: synthetic, n, seed, path",
+    "data: {synthetic: logistic, n: 500.5}\n": "config.data.n: expected a positive integer, got 500.5",
+    "sizes: 10\n": "config.sizes: expected a non-empty list of positive integers, got 10",
+    "sizes: [10, -1]\n": "config.sizes[1]: expected a positive integer, got -1",
+    "methd: giga\n": "config.methd: unknown key",
+    "methods: [giga, frank_wolf]\n": "config.methods[1]: 'frank_wolf' is not allowed; allowed values: uniform",
+    "norm: fischer\n": "config.norm: 'fischer' is not allowed; allowed values: fisher, l2, centered",
+    "num_features: true\n": "config.num_features: expected a positive integer, got True",
+    "data: {synthetic: logistic, n: 50}\nsizes: [100]\n": "config.sizes[0]: M = 100 exceeds",
+    "data: {synthetic: logistic\n  n: 5\n": "is not valid YAML at line 2",
+    "- a\n- b\n": "must hold a mapping",
+    "options: {giga: {foo: 1}}\nmethods: [giga]\n": "config.options.giga.foo: not an option of giga",
+    "sample: {num_samples: 0}\n": "config.sample.num_samples: expected a positive integer, got 0",
+    "data: {path: missing.npz}\n": "config.data.path: no file at",
+    "prior_scale: -1\n": "config.prior_scale: expected a positive number, got -1",
+}
+
+
+@pytest.mark.parametrize("text", list(BAD_CONFIGS))
+def test_config_mistakes_are_one_line_and_exit_2(tmp_path, capsys, monkeypatch, text):
+    monkeypatch.setattr(cli, "run_job", lambda *a, **k: pytest.fail("validation must come before any work"))
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    assert cli.main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("coresets-jax: error: ") and err.count("\n") == 1, err
+    assert BAD_CONFIGS[text] in err
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["run", "{tmp}"], "is a directory"),
+    (["run", "{tmp}/nope.yaml"], "no such file"),
+    (["run", "--out", "{tmp}/afile"], "--out: '{tmp}/afile' exists and is not a folder"),
+    (["run", "--out", "{tmp}/no/such/parent"], "does not exist"),
+    (["run", "--bogus"], "unrecognized arguments: --bogus"),
+    (["bench", "no_such_benchmark"], "available: "),
+    (["frobnicate"], "invalid choice"),
+    ([], "required: COMMAND"),
+])
+def test_command_line_mistakes_are_one_line_and_exit_2(tmp_path, capsys, monkeypatch, argv, expected):
+    monkeypatch.setattr(cli, "run_job", lambda *a, **k: pytest.fail("checks must come before any work"))
+    (tmp_path / "afile").write_text("")
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and expected.format(tmp=tmp_path) in err, err
+
+
+def test_bench_lists_real_scripts(capsys):
+    assert cli.main(["bench", "nope"]) == 2
+    listed = capsys.readouterr().err.split("available: ")[1].strip().split(", ")
+    assert "solvers" in listed and "progress_overhead" in listed
+    assert all(os.path.isfile(os.path.join(REPO, "benchmarks", f"{name}.py")) for name in listed)
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["bench", "--help"], ["info", "--help"]])
+def test_help_at_every_level(capsys, argv):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 0
+    assert "usage: coresets-jax" in capsys.readouterr().out
+
+
+def test_info_lists_versions_and_methods(capsys):
+    assert cli.main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "jax " in out and "devices:" in out
+    for method in cj.METHODS:
+        assert method in out
+
+
+def test_every_shipped_config_validates_or_names_its_file():
+    folder = os.path.join(REPO, "configs")
+    names = sorted(f for f in os.listdir(folder) if f.endswith(".yaml"))
+    assert "default.yaml" in names
+    for name in names:
+        try:
+            config = cli.load_config(os.path.join(folder, name))
+        except cli.ConfigError as err:  # a dataset outside the repository: the message says where
+            assert "config.data.path: no file at " + os.path.join(REPO, "data") in str(err), name
+            continue
+        assert config["methods"] and config["sizes"]
+    assert cli.load_config(os.path.join(folder, "default.yaml")) == cli.load_config(None)
+
+
+@pytest.mark.slow
+def test_sample_adds_posterior_quality(tmp_path, capsys):
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text("data: {synthetic: logistic, n: 500, seed: 2}\nnum_features: 30\nsizes: [100]\n"
+                   "repeats: 0\nmethods: [giga, uniform]\nsample: {num_samples: 200, num_warmup: 200}\n")
+    assert cli.main(["run", str(cfg), "--sample", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "W1/floor" in out
+    rows = [line.split() for line in out.splitlines() if line.startswith(("giga", "uniform"))]
+    ratios = {r[0]: float(r[-1]) for r in rows}
+    # Both are finite and positive; a 100-point GIGA coreset of 500 rows is closer than noise x 5.
+    assert 0 < ratios["giga"] < 5 and ratios["uniform"] > 0

@@ -29,6 +29,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from .. import progress
 from ..core import Coreset  # noqa: F401 (the result type; re-exported for older imports)
 from ..core.rows import take_rows, top_k  # mesh-aware x[idx], lax.top_k
 
@@ -151,8 +152,10 @@ class Solver(NamedTuple):
 def run(solver: Solver, problem: Problem, key: Array) -> tuple[Array, Array, dict]:
     """Drive `solver` to completion in one `lax.while_loop`; traceable, so jit it from the outside."""
     state = solver.init(problem, key)
-    state = jax.lax.while_loop(lambda s: jnp.logical_not(solver.done(s)),
-                               lambda s: solver.step(problem, s), state)
+    # A plain lax.while_loop when progress is off; else a tqdm report every ~2^30 / (N J) iterations.
+    state = progress.while_loop(lambda s: jnp.logical_not(solver.done(s)),
+                                lambda s: solver.step(problem, s), state, desc="solver (iterations)",
+                                every=progress.every_for(problem.V.size))
     return solver.extract(state)
 
 

@@ -1,0 +1,162 @@
+"""Progress reporting from jitted loops: correct counts, one report per step under vmap, no change to
+results, and nothing traced when progress is off."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import coresets_jax as cj
+from coresets_jax import progress
+from coresets_jax.solvers import REGISTRY, make_problem, run
+
+
+class FakeBar:
+    """Stands in for tqdm: records what the host side shows."""
+
+    def __init__(self, desc, total, log):
+        self.desc, self.total, self.n, self.closed, self.log = desc, total, 0, False, log
+
+    def update(self, k):
+        self.n += k
+        self.log.append((self.desc, self.n, self.total))
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture
+def shown(monkeypatch):
+    log, bars = [], []
+
+    def new_bar(desc, total):
+        bars.append(FakeBar(desc, total, log))
+        return bars[-1]
+
+    monkeypatch.setattr(progress, "_new_bar", new_bar)
+    progress._bars.clear()
+    progress.enabled(True)
+    yield log, bars
+    progress.enabled(None)
+    progress._bars.clear()
+
+
+def counting_loop(x, steps=40):
+    def body(carry, _):
+        value, count = carry
+        return (value * 0.5 + x, progress.tick(count + 1, steps, "loop", every=10)), value
+
+    return lax.scan(body, (x, jnp.asarray(0)), None, length=steps)
+
+
+def test_tick_under_jit_reports_every_k(shown):
+    log, bars = shown
+    (value, count), ys = jax.jit(counting_loop)(jnp.asarray(1.0))
+    assert [n for _, n, _ in log] == [10, 20, 30, 40] and int(count) == 40
+    assert len(bars) == 1 and bars[0].total == 40 and bars[0].closed
+    progress.enabled(False)
+    (value_off, _), ys_off = jax.jit(counting_loop)(jnp.asarray(1.0))
+    np.testing.assert_array_equal(ys, ys_off)
+
+
+def test_tick_under_vmap_reports_once_per_step(shown):
+    log, _ = shown
+    xs = jnp.arange(8.0)
+    (_, counts), ys = jax.jit(jax.vmap(counting_loop))(xs)
+    # Eight batch elements, but one report per reporting step.
+    assert [n for _, n, _ in log] == [10, 20, 30, 40]
+    np.testing.assert_array_equal(counts, 40)
+    progress.enabled(False)
+    np.testing.assert_array_equal(ys, jax.jit(jax.vmap(counting_loop))(xs)[1])
+
+
+def test_while_loop_with_batched_predicate(shown):
+    log, bars = shown
+    limits = jnp.array([5, 37, 20])
+
+    def loop(limit):
+        return progress.while_loop(lambda i: i < limit, lambda i: i + 1, jnp.asarray(0), desc="w", every=8)
+
+    out = jax.jit(jax.vmap(loop))(limits)
+    np.testing.assert_array_equal(out, limits)
+    # The batched loop runs 37 iterations (the longest element); reports at 8, 16, 24, 32, then the finish.
+    assert [n for _, n, _ in log] == [8, 16, 24, 32, 37] and bars[0].closed
+
+
+def test_solver_driver_and_projection_unchanged(shown, monkeypatch):
+    log, _ = shown
+    monkeypatch.setattr(progress, "every_for", lambda elements: 4)  # small V: report often anyway
+    monkeypatch.setattr(cj.projection, "PROGRESS_MIN_WORK", 0)
+    ds = cj.data.synthetic_logistic(jax.random.key(0), 1000)
+    model = cj.models.logistic_regression()
+    thetas = jnp.array([[3.0, 3.0, 0.0], [2.5, 3.5, 0.2], [3.1, 2.9, -0.1]])
+    V_on = cj.project(model, ds.train, thetas, key=jax.random.key(1), chunk_size=300)
+    assert [(d, n) for d, n, _ in log] == [("projection (rows)", n) for n in (300, 600, 900, 1000)]
+    solver = REGISTRY["giga"](30)
+    solve = jax.jit(lambda V, key: run(solver, make_problem(V), key))
+    keys = jax.random.split(jax.random.key(2), 4)
+    on = jax.vmap(solve, in_axes=(None, 0))(V_on, keys)
+    solver_counts = [n for d, n, _ in log if d == "solver (iterations)"]
+    assert solver_counts[:3] == [4, 8, 12] and solver_counts[-1] <= 30
+    progress.enabled(False)
+    V_off = cj.project(model, ds.train, thetas, key=jax.random.key(1), chunk_size=300)
+    np.testing.assert_array_equal(V_on, V_off)
+    solve_off = jax.jit(lambda V, key: run(solver, make_problem(V), key))
+    off = jax.vmap(solve_off, in_axes=(None, 0))(V_off, keys)
+    np.testing.assert_array_equal(on[0], off[0])
+    np.testing.assert_array_equal(on[1], off[1])
+
+
+def test_scan_helper_matches_lax_scan(shown):
+    log, _ = shown
+
+    def step(c, k):
+        c = c + jax.random.normal(k)
+        return c, c
+
+    keys = jax.random.split(jax.random.key(0), 50)
+    out = jax.jit(lambda ks: progress.scan(step, 0.0, ks, desc="sampling"))(keys)
+    ref = lax.scan(step, 0.0, keys)
+    np.testing.assert_array_equal(out[1], ref[1])
+    assert log[-1][1:] == (50, 50)
+
+
+def test_off_traces_nothing():
+    # A fresh function each time: jit (and make_jaxpr) cache traces, and the switch is read when tracing.
+    def fresh(x):
+        return counting_loop(x)
+
+    progress.enabled(False)
+    try:
+        assert "callback" not in str(jax.make_jaxpr(fresh)(jnp.asarray(1.0)))
+    finally:
+        progress.enabled(None)
+
+    def fresh_on(x):
+        return counting_loop(x)
+
+    progress.enabled(True)
+    try:
+        assert "callback" in str(jax.make_jaxpr(fresh_on)(jnp.asarray(1.0)))
+    finally:
+        progress.enabled(None)
+
+
+def test_automatic_switch(monkeypatch):
+    progress.enabled(None)
+    monkeypatch.delenv(progress.ENV, raising=False)
+    monkeypatch.setattr("sys.stderr.isatty", lambda: False, raising=False)
+    assert not progress.is_enabled()  # not a terminal (as under pytest)
+    monkeypatch.setenv(progress.ENV, "1")
+    assert progress.is_enabled()
+    monkeypatch.setenv(progress.ENV, "0")
+    assert not progress.is_enabled()
+    assert progress.enabled(True) and not progress.enabled(False)
+    progress.enabled(None)
+
+
+def test_every_for_targets_work_per_report():
+    assert progress.every_for(100_000 * 500) == 32  # 2^30 / 5e7 = 21.5 -> 32
+    assert progress.every_for(10**7 * 500) == 1
+    assert progress.every_for(1) == 2**30
