@@ -15,11 +15,13 @@ evaluated on the gathered rows only, so a step costs O(M), not O(N).
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from .. import progress as _progress
 from ..core import Model, weighted_log_density
 from . import kernels as _kernels
 from .kernels import Tuning
@@ -81,7 +83,8 @@ def step_chains(key: Array, method: str, logdensity_fn: Callable, states, tuning
     return jax.vmap(one, in_axes=(0, 0, None if shared else 0))(keys, states, tuning)
 
 
-def _chain(method: str, logdensity_fn: Callable, settings: dict, num_samples: int, num_warmup: int, thin: int):
+def _chain(method: str, logdensity_fn: Callable, settings: dict, num_samples: int, num_warmup: int, thin: int,
+           show_progress: bool = False):
     spec = _kernels.KERNELS[method]
     adapt = warmup(method, logdensity_fn, num_warmup, settings)
 
@@ -100,8 +103,8 @@ def _chain(method: str, logdensity_fn: Callable, settings: dict, num_samples: in
             (state, div, cost), acc = jax.lax.scan(inner, carry, jax.random.split(k, thin))
             return state, (state.position, acc[-1], jnp.mean(acc), div, cost)
 
-        _, (draws, acc_last, acc_mean, div, cost) = jax.lax.scan(
-            outer, state, jax.random.split(k_sample, num_samples))
+        scan = functools.partial(_progress.scan, desc="sampling") if show_progress else jax.lax.scan
+        _, (draws, acc_last, acc_mean, div, cost) = scan(outer, state, jax.random.split(k_sample, num_samples))
         dtype = draws.dtype
         return draws, SamplerStats(
             jnp.mean(acc_mean), jnp.sum(div), jnp.asarray(tuning.step_size, dtype), warm_acc,
@@ -111,7 +114,7 @@ def _chain(method: str, logdensity_fn: Callable, settings: dict, num_samples: in
 
 
 def sample_fn(model: Model, method: str = "nuts", *, num_samples: int, num_warmup: int, num_chains: int = 1,
-              thin: int = 1, **settings) -> Callable:
+              thin: int = 1, show_progress: bool = False, **settings) -> Callable:
     """The jittable sampler of pi_w for fixed static settings (the pure core of `cj.sample`).
 
     Returns `run(key, rows, weights, init_positions, init_cov) -> (samples, stats)` where
@@ -127,6 +130,8 @@ def sample_fn(model: Model, method: str = "nuts", *, num_samples: int, num_warmu
 
     Settings are validated here, once (`kernels.check_settings`); `run` performs no validation and has no
     Python side effects, so it runs under `jax.jit` and `jax.vmap` (Sparse VI calls it inside its own loop).
+    `show_progress` reports the sampling steps through `coresets_jax.progress` (`cj.sample` turns it on;
+    it is read when `run` is traced).
     """
     settings = _kernels.check_settings(method, settings)
     for name, value, low in (("num_samples", num_samples, 1), ("num_warmup", num_warmup, 0),
@@ -138,7 +143,8 @@ def sample_fn(model: Model, method: str = "nuts", *, num_samples: int, num_warmu
         if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
             key = jax.random.wrap_key_data(key)
         logdensity_fn = weighted_log_density(model, rows, weights)
-        chain = _chain(method, logdensity_fn, settings, num_samples, num_warmup, thin)
+        chain = _chain(method, logdensity_fn, settings, num_samples, num_warmup, thin,
+                       show_progress and _progress.is_enabled())
         tuning0 = _kernels.initial_tuning(method, init_cov, settings)
         keys = jax.random.split(key, init_positions.shape[0])
         return jax.vmap(chain, in_axes=(0, 0, None))(keys, init_positions, tuning0)

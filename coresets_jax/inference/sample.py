@@ -46,7 +46,7 @@ def trace_count() -> int:
 def _compiled(model: Model, method: str, num_samples: int, num_warmup: int, num_chains: int, thin: int,
               settings: tuple):
     run = sample_fn(model, method, num_samples=num_samples, num_warmup=num_warmup, num_chains=num_chains,
-                    thin=thin, **dict(settings))
+                    thin=thin, show_progress=True, **dict(settings))
     cache_key = (model.name, method, num_samples, num_warmup, num_chains, thin, settings, id(run))
 
     def traced(key, rows, weights, init_positions, init_cov):
