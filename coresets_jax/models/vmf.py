@@ -301,8 +301,11 @@ class GibbsSamples(NamedTuple):
     omega: Array
 
 
-@functools.partial(jax.jit, static_argnames=("tau", "num_samples", "num_warmup", "thin"))
-def _gibbs(key, x, w, init_mu, init_omega, tau, num_samples, num_warmup, thin):
+@functools.partial(jax.jit, static_argnames=("tau", "num_samples", "num_warmup", "thin", "unit_counts"))
+def _gibbs(key, x, w, init_mu, init_omega, tau, num_samples, num_warmup, thin, unit_counts=False):
+    """The sweep loop of `gibbs` (pure; vmap it over keys and weighted datasets). `unit_counts` (static):
+    every w_n <= 1, so ceil(w_n) is 0 or 1 and Eq. 7.7's multinomial is one categorical draw (much faster;
+    exact in that case)."""
     counts = jnp.ceil(w)
     scale = jnp.where(counts > 0, w / jnp.maximum(counts, 1.0), 0.0)
 
@@ -310,8 +313,12 @@ def _gibbs(key, x, w, init_mu, init_omega, tau, num_samples, num_warmup, thin):
         kz, kp = jax.random.split(key)
         logits = _component_logits(x, params, tau)
         # Eq. 7.7: z_n ~ Multi(ceil(w_n), gamma_n), then z_n <- (w_n / ceil(w_n)) z_n.
-        z = jax.vmap(lambda k, n, lg: jax.random.multinomial(k, n, jax.nn.softmax(lg)))(
-            jax.random.split(kz, x.shape[0]), counts, logits)
+        if unit_counts:
+            labels = jax.random.categorical(kz, logits, axis=-1)
+            z = jax.nn.one_hot(labels, logits.shape[-1], dtype=x.dtype) * (counts > 0)[:, None]
+        else:
+            z = jax.vmap(lambda k, n, lg: jax.random.multinomial(k, n, jax.nn.softmax(lg)))(
+                jax.random.split(kz, x.shape[0]), counts, logits)
         z = z * scale[:, None]
         return _conditional_draw(kp, z.T @ x, jnp.sum(z, 0), tau)
 
@@ -351,4 +358,5 @@ def gibbs(key: Array, x: Array, weights: Array, init: VMFParams, tau: float = 50
     if bool(jnp.any(weights < 0)):
         raise ValueError("weights: must be non-negative")
     return _gibbs(key, x, weights, jnp.asarray(init.mu, x.dtype), jnp.asarray(init.omega, x.dtype),
-                  float(tau), int(num_samples), int(num_warmup), int(thin))
+                  float(tau), int(num_samples), int(num_warmup), int(thin),
+                  bool(jnp.all(weights <= 1.0)))
