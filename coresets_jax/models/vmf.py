@@ -162,10 +162,19 @@ def unpack(theta: Array, num_components: int, dim: int) -> VMFParams:
     return VMFParams(theta[..., :kd].reshape(theta.shape[:-1] + (num_components, dim)), theta[..., kd:])
 
 
-def _component_logits(x: Array, params: VMFParams, tau: float) -> Array:
+@functools.lru_cache(maxsize=64)
+def _log_normalizer_constant(tau: float, dim: int) -> float:
+    """log C_D(tau) for a fixed Python tau, evaluated once outside any trace (the series would otherwise be
+    traced into, and constant-folded by, every compiled likelihood)."""
+    with jax.ensure_compile_time_eval():
+        return float(log_vmf_normalizer(jnp.asarray(tau), dim))
+
+
+def _component_logits(x: Array, params: VMFParams, tau) -> Array:
     """log omega_k + log f_vMF(x_n; mu_k, tau), shape (..., K)."""
-    return (jnp.log(jnp.maximum(params.omega, 1e-300)) + log_vmf_normalizer(tau, x.shape[-1])
-            + tau * x @ jnp.swapaxes(params.mu, -1, -2))
+    log_c = (_log_normalizer_constant(float(tau), x.shape[-1]) if isinstance(tau, (int, float))
+             else log_vmf_normalizer(tau, x.shape[-1]))
+    return jnp.log(jnp.maximum(params.omega, 1e-30)) + log_c + tau * x @ jnp.swapaxes(params.mu, -1, -2)
 
 
 def vmf_mixture(num_components: int = 6, dim: int = 3, tau: float = 50.0) -> Model:
