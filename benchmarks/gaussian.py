@@ -87,11 +87,11 @@ def batched(method, M, N, J=None):
     return jax.jit(jax.vmap(make_trial(method, M, N, J)))
 
 
-def run(trials: int, N: int, Ms, Js, M_fixed: int, speed_batch: int) -> dict:
+def run(trials: int, N: int, Ms, Js, M_fixed: int, speed_batch: int, methods=None, part_J=True) -> dict:
     keys = jax.random.split(jax.random.key(2019), trials)
     res = {"N": N, "D": DIM, "trials": trials, "M": list(Ms), "J": list(Js), "M_for_J": M_fixed,
            "kl_vs_M": {}, "points_vs_M": {}, "kl_vs_J": {}, "kl_exact_at_M_for_J": {}, "time_s": {}}
-    for label, method in METHODS:
+    for label, method in METHODS if methods is None else [m for m in METHODS if m[0] in methods]:
         t0 = time.perf_counter()
         res["kl_vs_M"][label], res["points_vs_M"][label] = {}, {}
         for M in Ms:
@@ -101,6 +101,8 @@ def run(trials: int, N: int, Ms, Js, M_fixed: int, speed_batch: int) -> dict:
         res["time_s"][label] = time.perf_counter() - t0
         print(f"  {label}: KL at M = {Ms[-1]}: {res['kl_vs_M'][label][str(Ms[-1])]['median']:.3g} "
               f"({res['time_s'][label]:.1f} s)", flush=True)
+    if not part_J:
+        return res
     for label, method in PROJECTED:
         kl, _ = batched(method, M_fixed, N)(keys)
         res["kl_exact_at_M_for_J"][label] = common.summary(np.asarray(kl))
@@ -112,10 +114,8 @@ def run(trials: int, N: int, Ms, Js, M_fixed: int, speed_batch: int) -> dict:
         gaussian_kl(*gaussian_mean_posterior(y), *gaussian_mean_posterior(y, w)))}
     # FW linear convergence (Theorem 4.4 bound is 1/sqrt(M); Fig. 2e shows geometric decay): fit
     # log KL = a + b M on the median curve.
-    fw = np.array([res["kl_vs_M"]["FW"][str(M)]["median"] for M in Ms])
-    ok = fw > 1e-14
-    slope = np.polyfit(np.asarray(Ms, float)[ok], np.log(fw[ok]), 1)[0] if ok.sum() >= 2 else float("nan")
-    res["fw_log_kl_slope_per_point"] = float(slope)
+    if "FW" in res["kl_vs_M"]:
+        res["fw_log_kl_slope_per_point"] = fw_slope(res)
     # Batched trials against a Python loop of trials, same work, both compiled.
     sk = jax.random.split(jax.random.key(7), speed_batch)
     res["batched_speedup"] = {}
@@ -128,10 +128,36 @@ def run(trials: int, N: int, Ms, Js, M_fixed: int, speed_batch: int) -> dict:
     return res
 
 
+def fw_slope(res: dict) -> float:
+    Ms = res["M"]
+    fw = np.array([res["kl_vs_M"]["FW"][str(M)]["median"] for M in Ms])
+    ok = fw > 1e-14
+    return float(np.polyfit(np.asarray(Ms, float)[ok], np.log(fw[ok]), 1)[0]) if ok.sum() >= 2 else float("nan")
+
+
+def merge(paths, out_dir, stem):
+    """Join result files of parallel processes (method subsets, the J part) into one result and figure."""
+    import json
+
+    parts = [json.load(open(p)) for p in paths]
+    res = dict(parts[0])
+    for key in ("kl_vs_M", "points_vs_M", "time_s", "kl_vs_J", "kl_exact_at_M_for_J", "batched_speedup",
+                "kl_formula_check"):
+        res[key] = {k: v for part in parts for k, v in (part.get(key) or {}).items()}
+    res["fw_log_kl_slope_per_point"] = fw_slope(res)
+    res["merged_from"] = [os.path.basename(p) for p in paths]
+    res["wall_s"] = max(part["wall_s"] for part in parts)
+    common.write_json(res, out_dir, stem)
+    plot(res, out_dir, stem)
+    return res
+
+
 def plot(res: dict, path_dir: str, stem: str) -> None:
     fig, axes = common.figure(1, 2)
     ax = axes[0, 0]
     for label, _ in METHODS:
+        if label not in res["kl_vs_M"]:
+            continue
         s = res["kl_vs_M"][label]
         Ms = res["M"]
         med = [max(s[str(M)]["median"], 1e-16) for M in Ms]
@@ -145,7 +171,11 @@ def plot(res: dict, path_dir: str, stem: str) -> None:
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
     ax = axes[0, 1]
+    if not res["kl_vs_J"]:
+        ax.axis("off")
     for label, _ in PROJECTED:
+        if label not in res["kl_vs_J"]:
+            continue
         Js = res["J"]
         line, = ax.loglog(Js, [res["kl_vs_J"][label][str(J)]["median"] for J in Js], "o-", ms=3,
                           label=f"{label} (projected)")
@@ -158,8 +188,17 @@ def plot(res: dict, path_dir: str, stem: str) -> None:
     common.save_figure(fig, path_dir, stem)
 
 
+def _extra(p):
+    p.add_argument("--methods", default=None, help="comma-separated labels for the M sweep (default all)")
+    p.add_argument("--no-J", action="store_true", help="skip the J sweep and the speed-up")
+    p.add_argument("--stem", default=None)
+    p.add_argument("--merge", nargs="+", default=None, help="merge result JSONs of parallel runs and plot")
+
+
 def main(argv=None, *, quick=None, out_dir=None) -> dict:
-    args = common.resolve(argv, quick, out_dir, __doc__)
+    args = common.resolve(argv, quick, out_dir, __doc__, _extra)
+    if args.merge:
+        return merge(args.merge, args.out, args.stem or "gaussian")
     if args.quick:
         trials, N, Ms, Js, speed_batch = args.trials or 8, 200, (5,), (20,), 4
     else:
@@ -170,11 +209,12 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
         Js = (10, 100, 1000)
     t0 = time.perf_counter()
     with jax.enable_x64(True):
-        res = run(trials, N, Ms, Js, min(50, Ms[-1]), speed_batch)
+        methods = None if args.methods is None else args.methods.split(",")
+        res = run(trials, N, Ms, Js, min(50, Ms[-1]), speed_batch, methods, not args.no_J)
     res = {"experiment": "HC §6, Figs. 2e and 2f", "quick": bool(args.quick),
            "paper_trials": 1000, "environment": common.environment(), **res,
            "wall_s": time.perf_counter() - t0}
-    stem = common.stem("gaussian", args.quick)
+    stem = common.stem(args.stem or "gaussian", args.quick)
     common.write_json(res, args.out, stem)
     plot(res, args.out, stem)
     return res

@@ -35,7 +35,7 @@ sys.path[:0] = [_HERE, os.path.dirname(_HERE)]  # this checkout's coresets_jax, 
 import common  # noqa: E402
 
 import coresets_jax as cj  # noqa: E402
-from coresets_jax.inference.sample import sample_weighted_fn  # noqa: E402  (pure weighted sampler)
+from coresets_jax.inference import sample_weighted_fn  # noqa: E402  (pure weighted sampler)
 from coresets_jax.sensitivity import _sample  # noqa: E402  (pure multinomial draw, LR Alg. 1 lines 7-11)
 
 MODEL = cj.models.logistic_regression()

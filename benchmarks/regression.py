@@ -40,7 +40,7 @@ sys.path[:0] = [_HERE, os.path.dirname(_HERE)]  # this checkout's coresets_jax, 
 import common  # noqa: E402
 
 import coresets_jax as cj  # noqa: E402
-from coresets_jax.inference.sample import sample_weighted_fn  # noqa: E402  (pure weighted sampler)
+from coresets_jax.inference import sample_weighted_fn  # noqa: E402  (pure weighted sampler)
 from coresets_jax.projection import _project  # noqa: E402  (pure projection core)
 
 # (label, solver method or "rand", norm)
@@ -247,8 +247,32 @@ def plot(res, out_dir, stem):
     common.save_figure(fig, out_dir, stem)
 
 
+def _extra(p):
+    p.add_argument("--datasets", default=None, help="comma-separated subset of the datasets")
+    p.add_argument("--stem", default=None, help="output name (default regression)")
+    p.add_argument("--merge", nargs="+", default=None, help="merge these result JSONs into one and plot")
+
+
+def merge(paths, out_dir, stem):
+    """Join per-group result files (run in parallel processes) into one result and figure."""
+    import json
+
+    parts = [json.load(open(p)) for p in paths]
+    res = dict(parts[0])
+    res["datasets"] = {k: v for part in parts for k, v in part["datasets"].items()}
+    res["batched_speedup"] = {f"{k} ({os.path.basename(p)})": v for part, p in zip(parts, paths)
+                              for k, v in part.get("batched_speedup", {}).items()}
+    res["merged_from"] = [os.path.basename(p) for p in paths]
+    res["wall_s"] = max(part.get("wall_s", 0.0) for part in parts)
+    common.write_json(res, out_dir, stem)
+    plot(res, out_dir, stem)
+    return res
+
+
 def main(argv=None, *, quick=None, out_dir=None) -> dict:
-    args = common.resolve(argv, quick, out_dir, __doc__)
+    args = common.resolve(argv, quick, out_dir, __doc__, _extra)
+    if args.merge:
+        return merge(args.merge, args.out, args.stem or "regression")
     if args.quick:
         trials, Ms, names = args.trials or 2, (10,), (("phishing", "logistic"),)
         J, ns, nw, full_runs, w1_points, speed_batch = 50, 100, 100, 2, 100, 2
@@ -257,8 +281,11 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
         # steps (paper: 50,000 + 50,000): the shared CPU compiles each (method, M) and MCMC separately.
         trials, Ms, names = args.trials or 2, (10, 100, 1000), DATASETS
         J, ns, nw, full_runs, w1_points, speed_batch = 500, 1000, 1000, 4, 500, 8
+    if args.datasets:
+        wanted = args.datasets.split(",")
+        names = tuple(d for d in DATASETS if d[0] in wanted)
     t0 = time.perf_counter()
-    stem = common.stem("regression", args.quick)
+    stem = common.stem(args.stem or "regression", args.quick)
     head = {"experiment": "HC §7 (Figs. 3, 4, 6, 8, 9)", "quick": bool(args.quick), "trials": trials,
             "paper_trials": 50, "environment": common.environment()}
     res = {**head, **run(trials, Ms, names, J, ns, nw, full_runs, w1_points,
