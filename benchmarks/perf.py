@@ -25,7 +25,6 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 import coresets_jax as cj  # noqa: E402
-from coresets_jax import construct  # noqa: E402
 from coresets_jax.compress import compress  # noqa: E402
 import numpy_reference as ref  # noqa: E402
 
@@ -53,9 +52,9 @@ def timed(fn):
 def jax_solver(method, k):
     """A compiled full solve doing k iterations (greedy: size k; A-IHT II: size 50, max_iter k, tol 0)."""
     if method == "iht2":
-        solve = construct._compiled("iht2", 50, (("init", "zero"), ("max_iter", k), ("tol", 0.0)))
+        solve = jax.jit(cj.build_fn("iht2", 50, init="zero", max_iter=k, tol=0.0))
     else:
-        solve = construct._compiled(method, k, ())
+        solve = jax.jit(cj.build_fn(method, k))
     key = jax.random.key(0)
     return lambda V: solve(V, key)
 
@@ -171,7 +170,7 @@ def main():
                                          "ratio": e1 / e0, "rank": int(packed.info["rank"])}
                 print("error", method, res["errors"][method], flush=True)
             for method in methods:  # compile time of a fresh (method, size) at these shapes
-                solve = construct._compiled(method, 777, OPTIONS.get(method, ()))
+                solve = jax.jit(cj.build_fn(method, 777, **dict(OPTIONS.get(method, ()))))
                 t = time.perf_counter()
                 solve.lower(V, jax.random.key(0)).compile()
                 res["compile_s"][method] = time.perf_counter() - t

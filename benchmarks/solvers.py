@@ -56,13 +56,11 @@ def projected(n: int, j: int, seed: int = 0):
 def sparse_vi_rows(n: int, Ms, j: int) -> list:
     """Sparse VI with its defaults (IHT §5: step 1/t, 100 weight iterations; S = 100 samples of pi_w from a
     short NUTS chain, since logistic regression has no closed-form posterior), scored on the same V."""
-    from coresets_jax.solvers.sparse_vi import sparse_vi
-
     model, data, approx, V = setup(n, j)
     rows = []
     for M in Ms:
         t0 = time.perf_counter()
-        cs = sparse_vi(model, data, M, jax.random.key(1), pi_hat=approx)
+        cs = cj.coreset(model, data, M, "sparse_vi", key=jax.random.key(1), pi_hat=approx)
         cs.weights.block_until_ready()
         t = time.perf_counter() - t0
         err = float(cj.relative_error(V, cs, squared=True))

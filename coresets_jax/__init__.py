@@ -8,48 +8,59 @@ Beyond one device: `shard`, `merged_coreset`, `stream_coreset`. For logistic reg
 `sensitivity_coreset` (LR Algorithm 1).
 """
 
-from . import data, distributed, inference, metrics, models, sensitivity, sharding, solvers, streaming
+from . import core, data, distributed, registry, inference, metrics, models, sensitivity, sharding, solvers, streaming
 from .compress import compress
-from .construct import METHODS, build, coreset, relative_error
+from .construct import METHODS, POSTERIOR_METHODS, build, build_fn, coreset, coreset_fn, relative_error
+from .registry import Construction, Start, methods, register
 from .data import load_npz
 from .distributed import merged_coreset
-from .inference import Posterior, sample
-from .core.model import Model, log_joint, log_likelihoods
-from .pihat import GaussianApproximation, laplace, prior, samples
-from .projection import NORMS, project
+from .inference import Posterior, sample, sample_fn
+from .core import Coreset, Model, log_joint, log_likelihoods, weighted_log_density
+from .pihat import GaussianApproximation, laplace, laplace_fn, prior, samples
+from .projection import NORMS, project, project_fn
 from .sensitivity import sensitivity_coreset
 from .sharding import shard
-from .solvers import Coreset
 from .solvers.refit import refit
 from .streaming import stream_coreset
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Construction",
     "Coreset",
     "GaussianApproximation",
     "METHODS",
     "Model",
     "NORMS",
+    "POSTERIOR_METHODS",
     "Posterior",
+    "Start",
     "build",
+    "build_fn",
     "compress",
+    "core",
     "coreset",
+    "coreset_fn",
     "data",
     "distributed",
     "inference",
     "laplace",
+    "laplace_fn",
     "load_npz",
     "log_joint",
     "log_likelihoods",
     "merged_coreset",
+    "methods",
     "metrics",
     "models",
     "prior",
     "project",
+    "project_fn",
     "refit",
+    "register",
     "relative_error",
     "sample",
+    "sample_fn",
     "samples",
     "sensitivity",
     "sensitivity_coreset",
@@ -58,4 +69,5 @@ __all__ = [
     "solvers",
     "stream_coreset",
     "streaming",
+    "weighted_log_density",
 ]

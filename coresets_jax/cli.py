@@ -20,7 +20,8 @@ import jax
 import yaml
 
 from .core import validate as _validate
-from .construct import METHODS, build, relative_error
+from .construct import build, coreset, relative_error
+from .registry import methods as _methods, resolve
 from .data import load_npz, synthetic_logistic, synthetic_poisson
 from .models import logistic_regression, poisson_regression
 from .pihat import laplace
@@ -65,8 +66,8 @@ def load_config(path: str | None) -> tuple[dict, str]:
         base = os.path.dirname(os.path.abspath(path))
     _validate.check_choice(config["model"], MODELS, "config.model")
     _validate.check_choice(config["norm"], NORMS, "config.norm")
-    _validate.check_choice(config["method"], METHODS, "config.method")
-    _validate.check_choice(config["baseline"], METHODS, "config.baseline")
+    _validate.check_choice(config["method"], _methods(), "config.method")
+    _validate.check_choice(config["baseline"], _methods(), "config.baseline")
     data = config["data"]
     if not isinstance(data, dict) or ("path" in data) == ("synthetic" in data):
         raise ValueError("config.data: give either {path: FILE.npz} or {synthetic: logistic|poisson, n: N}")
@@ -84,16 +85,24 @@ def _load_data(spec: dict):
     return SYNTHETIC[spec["synthetic"]](jax.random.key(int(spec.get("seed", 0))), int(spec.get("n", 10_000)))
 
 
-def _timed_build(V, size, method, key, repeats):
+def _construct(method, size, model, data, approx, V, key):
+    """One coreset by name: vector methods on V (`cj.build`), posterior-driven ones on the model
+    (`cj.coreset`, started from the same pi_hat), as the method's registry entry declares."""
+    if resolve(method).needs == "posterior":
+        return coreset(model, data, size, method, key, pi_hat=approx)
+    return build(V, size, method, key)
+
+
+def _timed_build(construct, repeats):
     """(coreset, first-call seconds including compilation, median seconds of later calls)."""
     start = time.perf_counter()
-    cs = build(V, size, method, key)
+    cs = construct()
     cs.weights.block_until_ready()
     first = time.perf_counter() - start
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        build(V, size, method, key).weights.block_until_ready()
+        construct().weights.block_until_ready()
         times.append(time.perf_counter() - start)
     return cs, first, statistics.median(times) if times else first
 
@@ -122,7 +131,8 @@ def run_job(config: dict) -> dict:
     for i, m in enumerate(config["sizes"]):
         _log(f"[3/3] coresets of size M = {m} ({i + 1}/{len(config['sizes'])})")
         for method in methods:
-            cs, first, median = _timed_build(V, m, method, key_solve, int(config["repeats"]))
+            cs, first, median = _timed_build(
+                lambda: _construct(method, m, model, data, approx, V, key_solve), int(config["repeats"]))
             rows.append({"method": method, "size": m, "num_points": cs.num_points,
                          "time_s": median, "first_call_s": first,
                          "relative_error": float(relative_error(V, cs))})

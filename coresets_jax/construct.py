@@ -1,117 +1,187 @@
-"""Public construction entry points: `build` on projected vectors and `coreset` for the whole pipeline.
+"""Public construction entry points, each = validate, then a pure core, then check.
 
-The pipeline reads in the order the data flows: model -> pi_hat -> project -> solve (HC Algorithm 3).
+- `build_fn(method, size, **options)`: the pure core on projected vectors, `(V, key) -> Coreset`; it jits and
+  vmaps (over keys and over a batch of V).
+- `build(V, size, method, key, ...)`: validates, optionally compresses V (a host decision), runs the core,
+  and raises if the core reported non-finite weights.
+- `coreset_fn(model, method, size, **options)`: the pure core of a posterior-driven method,
+  `(key, data, start, data_weights=None) -> Coreset`.
+- `coreset(model, data, size, method, key, ...)`: the whole pipeline of HC Algorithm 3 (pi_hat, projection,
+  solver) for vector methods, or pi_hat then the posterior-driven core.
+
+Methods are looked up in `coresets_jax.registry` by name, or passed as a `cj.Construction`.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
+import time
 from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from . import _validate, compress as _compress, pihat as _pihat, sharding as _sharding
-from .core.model import Model
+from . import compress as _compress, pihat as _pihat, posterior_driven as _posterior_driven  # noqa: F401
+from . import sharding as _sharding, solvers as _solvers  # noqa: F401 (registers the solvers)
+from .core import Coreset, Model, take_rows
+from .core import validate as _validate
 from .projection import project
-from .solvers import RANDOM_METHODS, REGISTRY, Coreset, make_problem, run
-from .solvers.refit import refit_arrays as _refit_arrays
-from .solvers.sparse_vi import sparse_vi as _sparse_vi
+from .registry import METHODS, POSTERIOR_METHODS, Construction, Start, resolve
+from .solvers.base import make_problem, run
+from .solvers.ops import refit_support
 
-__all__ = ["build", "coreset", "relative_error", "METHODS"]
-
-METHODS = tuple(REGISTRY)
+__all__ = ["METHODS", "POSTERIOR_METHODS", "build", "build_fn", "coreset", "coreset_fn", "relative_error"]
 
 
-@functools.lru_cache(maxsize=256)
-def _compiled(method: str, size: int, options: tuple):
-    """One jitted (V, key) -> result per (method, size, options): same shapes never recompile."""
-    solver = REGISTRY[method](size, **dict(options))
+def _as_key(key: jax.Array) -> jax.Array:
+    """A typed key from a typed or raw (uint32[2]) key; a static dtype test, so it is fine under jit."""
+    return key if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else jax.random.wrap_key_data(key)
 
-    @jax.jit
-    def solve(V, key):
-        return run(solver, make_problem(V), key)
+
+def _support_error(V: jax.Array, target: jax.Array, indices: jax.Array, weights: jax.Array) -> jax.Array:
+    """||target - V^T w|| / ||target|| from the support rows only (O(M J)); the absolute error if target = 0."""
+    approx = weights.astype(target.dtype) @ take_rows(V, indices).astype(target.dtype)
+    residual, scale = jnp.linalg.norm(target - approx), jnp.linalg.norm(target)
+    return jnp.where(scale > 0, residual / jnp.where(scale > 0, scale, 1.0), residual)
+
+
+def _finish(indices, weights, info, method: str) -> Coreset:
+    """The core's result: finiteness reported in `info` (never a host sync inside the core)."""
+    info = dict(info, finite=jnp.all(jnp.isfinite(weights)))
+    return Coreset(indices.astype(jnp.int32), weights, info, method)
+
+
+def _check_static_size(size: Any) -> int:
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+        raise ValueError(f"size: must be a positive integer, got {size!r}")
+    return int(size)
+
+
+def build_fn(method: Any, size: int, *, refit: bool = False, **options):
+    """The pure core of `build`: `(V, key) -> Coreset` for a vector method (jittable, vmappable).
+
+    `jax.vmap(build_fn("giga", 100), in_axes=(None, 0))(V, keys)` runs a batch of trials in one call; the
+    result's arrays gain a leading batch axis. Under a data mesh (V sharded along N, traced inside
+    `jax.set_mesh`), rows are gathered with the mesh-aware `take_rows`, so V is never all-gathered.
+
+    Args:
+      method: a name in `cj.METHODS` or a vector `cj.Construction`.
+      size: M, the capacity (and iteration budget of the greedy methods).
+      refit: re-solve the weights on the chosen support by NNLS (`cj.refit`).
+      **options: the method's options.
+
+    The returned Coreset's `info` holds the solver's diagnostics plus `relative_error` (HC Eq. 3.2's
+    ||sum v - V^T w|| / ||sum v||, computed from the support rows) and `finite` (all weights finite).
+    Validation happens here, once (method, size, options); the function itself checks nothing at run time
+    except that size <= N, a static fact of V's shape.
+    """
+    construction = resolve(method, needs="vectors")
+    size = _check_static_size(size)
+    if refit not in (True, False):
+        raise ValueError(f"refit: expected True or False, got {refit!r}")
+    solver = construction.make(size, **dict(construction.check_options(options)))
+
+    def solve(V: jax.Array, key: jax.Array) -> Coreset:
+        if V.ndim != 2 or size > V.shape[0]:
+            raise ValueError(f"size: must be at most N = {V.shape[0]} (V of shape {V.shape})")
+        problem = make_problem(V)
+        indices, weights, info = run(solver, problem, _as_key(key))
+        if refit:
+            _, weights, result = refit_support(problem, indices, weights)
+            info = dict(info, refit_iterations=result.iterations, refit_kkt=result.kkt)
+        info = dict(info, relative_error=_support_error(V, problem.target, indices, weights))
+        return _finish(indices, weights, info, construction.name)
 
     return solve
 
 
-def _check_options(method: str, options: dict) -> tuple:
-    params = inspect.signature(REGISTRY[method]).parameters
-    allowed = [p for p in params if p != "size"]
-    for name, value in options.items():
-        if name not in allowed:
-            raise ValueError(f"{name}: not an option of method {method!r}; its options are {allowed}")
-        if isinstance(value, (list, dict, jax.Array)):
-            raise ValueError(f"{name}: options must be plain Python scalars or strings, got "
-                             f"{type(value).__name__}")
-    return tuple(sorted(options.items()))
+@functools.lru_cache(maxsize=256)
+def _compiled_build(construction: Construction, size: int, options: tuple):
+    """One jitted core per (construction, size, options): the same shapes never recompile."""
+    return jax.jit(build_fn(construction, size, **dict(options)))
 
 
-def build(V: Any, size: int, method: str = "frank_wolfe", key: Optional[jax.Array] = None, *,
+def _check_finite_result(cs: Coreset) -> Coreset:
+    if not bool(cs.info["finite"]):
+        raise FloatingPointError(f"method {cs.method!r} produced non-finite weights; please report this "
+                                 "with the input that caused it")
+    return cs
+
+
+def _key_for(construction: Construction, key: Any) -> jax.Array:
+    if construction.random:
+        return _validate.check_key(key)
+    return jax.random.key(0) if key is None else _validate.check_key(key)
+
+
+def _key_data(key: jax.Array) -> list:
+    return np.asarray(jax.random.key_data(key)).ravel().tolist()
+
+
+def build(V: Any, size: int, method: Any = "frank_wolfe", key: Optional[jax.Array] = None, *,
           compress: Any = "auto", compress_tol: float = 3e-3, **options) -> Coreset:
-    """Build a coreset from projected vectors V (N, J) with the named solver.
+    """Build a coreset from projected vectors V (N, J) with the named solver: validate, core, check.
 
     Args:
       V: projected log-likelihoods, e.g. from `cj.project`.
       size: M, the capacity of the coreset. For greedy methods it is also the iteration budget: a point may
         be chosen again, so `num_points` can be below `size`.
-      method: one of `cj.METHODS`.
+      method: one of `cj.METHODS`, or a vector `cj.Construction`.
       key: PRNG key; required by the random methods ("uniform", "importance").
       compress: "auto" (default), True or False: run the solver on A of V ~= A B^T (`cj.compress`), B
         orthonormal, which preserves every inner product in span(B). True compresses whenever
         ||V - A B^T||_F <= compress_tol ||V||_F with some r <= J. "auto" compresses only where it is safe
-        and pays: an iterative method (not "uniform"/"importance"), V of at least 2^24 entries (N >= 33,555
-        at J = 500), at least 16 iterations, and the tolerance met with r <= J / 2. Small problems run
+        and pays: an iterative method (not a random one), V of at least 2^24 entries (N >= 33,555 at
+        J = 500), at least 16 iterations, and the tolerance met with r <= J / 2. Small problems run
         exactly: there a greedy path can shift by a few percent (FW on Fisher features at N = 10^4), while
         at N >= 10^5 the measured change was below 1% (benchmarks/results/perf.json).
-        When compressed, `info` gains `rank`, `discarded_norm` (||E||_F), `sigma_next` (~sigma_{r+1}(V))
-        and `relative_error`, evaluated on the uncompressed V. The error changes by at most
+        When compressed, `info` gains `rank`, `discarded_norm` (||E||_F), `sigma_next` (~sigma_{r+1}(V)),
+        and `relative_error` is evaluated on the uncompressed V. The error changes by at most
         sigma_{r+1} ||1 - w|| (cj.compress, Eq. (*)).
       compress_tol: the bound on the relative discarded norm ||E||_F / ||V||_F.
       **options: solver options, e.g. `step_rule="fixed"` for Frank–Wolfe; `refit=True` (any method)
         re-solves the weights on the chosen support by NNLS, as `cj.refit`.
 
     Returns:
-      A `Coreset` with `indices`, `weights` (shape (size,)) and solver diagnostics in `info`.
+      A `Coreset` with `indices`, `weights` (shape (size,)) and diagnostics in `info` (`relative_error`,
+      `finite`, the solver's own).
     """
-    _validate.check_choice(method, REGISTRY, "method")
+    construction = resolve(method, needs="vectors")
     V = _validate.check_matrix(V, "V")
     n = V.shape[0]
     size = _validate.check_size(size, n)
-    if method in RANDOM_METHODS:
-        key = _validate.check_key(key)
-    else:
-        key = jax.random.key(0) if key is None else _validate.check_key(key)
+    key = _key_for(construction, key)
     norms = jnp.linalg.norm(V.astype(jnp.promote_types(V.dtype, jnp.float32)), axis=1)
     if not bool(jnp.any(norms > 0)):
         raise ValueError("V: every row is zero, so there is nothing to approximate")
-    refit = options.pop("refit", False)  # NNLS on the chosen support (issue 3), any method
+    refit = options.pop("refit", False)
     if refit not in (True, False):
         raise ValueError(f"refit: expected True or False, got {refit!r}")
-    solve = _compiled(method, size, _check_options(method, options))
-    packed = _maybe_compress(V, method, size, options, compress, compress_tol)
+    opts = construction.check_options(options)
+    start = time.perf_counter()
+    packed = _maybe_compress(V, construction, size, options, compress, compress_tol)
+    solve = _compiled_build(construction, size, opts + ((("refit", True),) if refit else ()))
+    V_solve = V if packed is None else packed.A
+    with _sharding.data_mesh(V_solve):  # V sharded along N: trace under its mesh (no-op otherwise)
+        cs = solve(V_solve, key)
+    cs = _check_finite_result(cs)
     if packed is not None:
-        V_full, V = V, packed.A
-    with _sharding.data_mesh(V):  # V sharded along N: trace under its mesh (no-op otherwise)
-        indices, weights, info = solve(V, key)
-        if refit:
-            weights, extra = _refit_arrays(V, indices, weights)
-            info = dict(info, **extra)
-    if not bool(jnp.all(jnp.isfinite(weights))):
-        raise FloatingPointError(f"method {method!r} produced non-finite weights; please report this")
-    if packed is not None:
-        info = dict(info, rank=jnp.asarray(packed.rank), discarded_norm=jnp.asarray(packed.discarded_norm),
-                    sigma_next=jnp.asarray(packed.sigma_next),
-                    relative_error=_support_error(V_full, packed.target, indices, weights))
-    return Coreset(indices, weights, info, method)
+        cs = Coreset(cs.indices, cs.weights, dict(
+            cs.info, rank=jnp.asarray(packed.rank), discarded_norm=jnp.asarray(packed.discarded_norm),
+            sigma_next=jnp.asarray(packed.sigma_next),
+            relative_error=_full_error(V, packed.target, cs.indices, cs.weights)), cs.method)
+    settings = {"method": construction.name, "size": size, "options": dict(opts), "refit": refit,
+                "key": _key_data(key), "N": n, "J": int(V.shape[1]), "compressed": packed is not None,
+                "time_s": time.perf_counter() - start}
+    return Coreset(cs.indices, cs.weights, cs.info, cs.method, settings)
 
 
-def _maybe_compress(V, method: str, size: int, options: dict, compress: Any, tol: float):
+def _maybe_compress(V, construction: Construction, size: int, options: dict, compress: Any, tol: float):
     """The `compress` option of `build`: a `Compressed` or None (see `build`'s docstring)."""
     if compress not in ("auto", True, False):
         raise ValueError(f"compress: expected 'auto', True or False, got {compress!r}")
-    if compress is False or method in RANDOM_METHODS:
+    if compress is False or construction.random:
         return None
     if compress == "auto" and _sharding.leading_mesh(V) is not None:
         return None  # the factorisation would gather V onto one device; sharded solvers run exactly
@@ -125,10 +195,9 @@ def _maybe_compress(V, method: str, size: int, options: dict, compress: Any, tol
 
 
 @jax.jit
-def _support_error(V, target, indices, weights):
-    """||target - V^T w|| / ||target|| reading only the support rows of the uncompressed V."""
-    approx = weights.astype(target.dtype) @ _sharding.take_rows(V, indices).astype(target.dtype)
-    return jnp.linalg.norm(target - approx) / jnp.linalg.norm(target)
+def _full_error(V, target, indices, weights):
+    """Relative error on the uncompressed V, reading only its support rows."""
+    return _support_error(V, target, indices, weights)
 
 
 def relative_error(V: jax.Array, weights: Any, squared: bool = False) -> jax.Array:
@@ -143,12 +212,57 @@ def relative_error(V: jax.Array, weights: Any, squared: bool = False) -> jax.Arr
     return err if squared else jnp.sqrt(err)
 
 
-def _resolve_pi_hat(pi_hat: Any, model: Model, data: Any, key: jax.Array):
-    if pi_hat is None:
-        return _pihat.laplace(model, data, key=key)
+# --------------------------------------------------------------------------------------------------------
+# Posterior-driven methods and the whole pipeline.
+
+
+def coreset_fn(model: Model, method: Any, size: int, **options):
+    """The pure core of a posterior-driven method: `(key, data, start, data_weights=None) -> Coreset`.
+
+    `start` is a `cj.Start(mean, cov)` (pi_hat's Gaussian summary; e.g. from `cj.laplace`), used to start
+    and precondition chains. `data_weights` (N,) weights the full-data target (default: ones). Jittable and
+    vmappable over keys; validation happens here, once.
+    """
+    if not isinstance(model, Model):
+        raise ValueError(f"model: expected a cj.Model, got {type(model).__name__}")
+    construction = resolve(method, needs="posterior")
+    size = _check_static_size(size)
+    core = construction.make(model, size, **dict(construction.check_options(options)))
+
+    def solve(key, data, start, data_weights=None) -> Coreset:
+        n = jax.tree_util.tree_leaves(data)[0].shape[0]
+        if size > n:
+            raise ValueError(f"size: must be at most N = {n}")
+        if data_weights is None:
+            data_weights = jnp.ones(n, jnp.result_type(start.mean.dtype, jnp.float32))
+        indices, weights, info = core(_as_key(key), data, data_weights, start)
+        return _finish(indices, weights, info, construction.name)
+
+    return solve
+
+
+@functools.lru_cache(maxsize=64)
+def compiled_coreset_fn(model: Model, construction: Construction, size: int, options: tuple):
+    """`jax.jit(coreset_fn(...))`, cached per (model, construction, size, options) so that repeated calls
+    (streaming reductions, the CLI's repeats) never recompile; `options` is `construction.check_options`'s
+    sorted tuple."""
+    return jax.jit(coreset_fn(model, construction, size, **dict(options)))
+
+
+def start_from(approx: Any, key: jax.Array, num: int = 256) -> Start:
+    """pi_hat's Gaussian summary: its mean and cov, or the moments of `num` of its samples."""
+    if hasattr(approx, "mean") and hasattr(approx, "cov") and not callable(approx.cov):
+        return Start(jnp.asarray(approx.mean), jnp.asarray(approx.cov))
+    thetas = approx.sample(key, num)
+    d = thetas.shape[1]
+    cov = jnp.cov(thetas, rowvar=False).reshape(d, d) + 1e-6 * jnp.eye(d, dtype=thetas.dtype)
+    return Start(jnp.mean(thetas, axis=0), cov)
+
+
+def _resolve_pi_hat(pi_hat: Any, model: Model, data: Any, key: jax.Array, init: Any):
+    if pi_hat is None or (isinstance(pi_hat, str) and pi_hat == "laplace"):
+        return _pihat.laplace(model, data, key=key, init=init)
     if isinstance(pi_hat, str):
-        if pi_hat == "laplace":
-            return _pihat.laplace(model, data, key=key)
         if pi_hat == "prior":
             return _pihat.prior(model, data)
         raise ValueError(f"pi_hat: unknown value {pi_hat!r}; expected 'laplace', 'prior', an (S, D) array "
@@ -158,34 +272,50 @@ def _resolve_pi_hat(pi_hat: Any, model: Model, data: Any, key: jax.Array):
     return _pihat.samples(pi_hat)
 
 
-def coreset(model: Model, data: Any, size: int, method: str = "frank_wolfe",
+def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
             key: Optional[jax.Array] = None, *, norm: str = "fisher", num_features: int = 500,
-            pi_hat: Any = None, dtype=None, **options) -> Coreset:
+            pi_hat: Any = None, dtype=None, init: Any = None, return_vectors: bool = False, **options):
     """The whole pipeline of HC Algorithm 3: pi_hat, random projection, then the sparse solver.
 
     Args:
       model, data: the model and its data pytree (leading axis N).
       size: M, the coreset capacity.
-      method: solver name, as in `build`, or "sparse_vi" (Sparse VI on the model; its options are those of
-        `cj.solvers.sparse_vi.sparse_vi`; norm and num_features are then unused).
+      method: a name in `cj.METHODS` (projected-vector solvers) or `cj.POSTERIOR_METHODS` ("sparse_vi",
+        ...; these sample the coreset posterior themselves, and norm/num_features are unused), or a
+        `cj.Construction`.
       key: PRNG key (split for pi_hat, projection and solver).
       norm: "fisher" | "l2" | "centered".
       num_features: J, the projection dimension.
       pi_hat: None or "laplace" (default), "prior", an (S, D) array of samples, or any object with
         `.sample(key, num)` (e.g. `cj.laplace(...)`).
       dtype: projection dtype (float32 default).
+      init: a starting theta (D,) for the Laplace fit, for models without `init_params` or `dim`.
+      return_vectors: also return V (vector methods; None for posterior-driven ones), as `(coreset, V)`.
+        The coreset's `info["relative_error"]` is always the error on V.
+      **options: the method's options (and `refit`, `compress`, `compress_tol` for vector methods).
     """
     key = jax.random.key(0) if key is None else _validate.check_key(key)
-    _validate.check_choice(method, (*REGISTRY, "sparse_vi"), "method")
+    construction = resolve(method)
     _validate.check_choice(norm, ("fisher", "l2", "centered"), "norm")
     n = _validate.check_data(data)
-    _validate.check_size(size, n)
+    size = _validate.check_size(size, n)
     if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < 1:
         raise ValueError(f"num_features: must be a positive integer, got {num_features!r}")
     key_pi, key_theta, key_proj, key_solve = jax.random.split(key, 4)
-    approx = _resolve_pi_hat(pi_hat, model, data, key_pi)
-    if method == "sparse_vi":  # works on the model and pi_w's samples, not on V (issue 3)
-        return _sparse_vi(model, data, size, key_solve, pi_hat=approx, **options)
+    approx = _resolve_pi_hat(pi_hat, model, data, key_pi, init)
+    if construction.needs == "posterior":
+        start_time = time.perf_counter()
+        opts = construction.check_options(options)
+        solve = compiled_coreset_fn(model, construction, size, opts)
+        cs = _check_finite_result(solve(key_solve, jax.tree_util.tree_map(jnp.asarray, data),
+                                        start_from(approx, key_theta)))
+        cs = Coreset(cs.indices, cs.weights, cs.info, cs.method, {
+            "method": construction.name, "size": size, "options": dict(opts), "key": _key_data(key),
+            "N": n, "time_s": time.perf_counter() - start_time})
+        return (cs, None) if return_vectors else cs
     thetas = approx.sample(key_theta, num_features)
     V = project(model, data, thetas, norm=norm, key=key_proj, dtype=dtype)
-    return build(V, size, method, key_solve, **options)
+    cs = build(V, size, construction, key_solve, **options)
+    cs = Coreset(cs.indices, cs.weights, cs.info, cs.method,
+                 dict(cs.settings, norm=norm, num_features=num_features, key=_key_data(key)))
+    return (cs, V) if return_vectors else cs

@@ -23,21 +23,24 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
-from . import _validate, sharding as _sharding
-from .construct import _check_options
-from .solvers import RANDOM_METHODS, REGISTRY, Coreset, make_problem, run
+from . import sharding as _sharding
+from .construct import build_fn, coreset_fn, start_from
+from .core import Coreset, Model
+from .core import validate as _validate
+from .registry import Construction, resolve
 
 __all__ = ["merged_coreset"]
 
 
-def _solve_blocks(solver, blocks: jax.Array, keys: jax.Array, first_block: jax.Array):
-    """Run `solver` on each (n_c, J) block; returns global indices and weights of shape (C_local, M)."""
+def _solve_blocks(solve, blocks: jax.Array, keys: jax.Array, first_block: jax.Array):
+    """Run the pure core `solve` on each (n_c, J) block; global indices and weights of shape (C_local, M)."""
 
     def one(block, key):
-        indices, weights, info = run(solver, make_problem(block), key)
+        cs = solve(block, key)
         # A block of zero rows has nothing to approximate: sigma_c = 0 makes FW's weights 0/0.
         empty = ~jnp.any(jnp.sum(jnp.square(block.astype(jnp.float32)), axis=1) > 0)
-        return indices, jnp.where(empty, jnp.zeros_like(weights), weights), info
+        weights = jnp.where(empty, jnp.zeros_like(cs.weights), cs.weights)
+        return cs.indices, weights, dict(cs.info, finite=jnp.all(jnp.isfinite(weights)))
 
     indices, weights, info = jax.vmap(one)(blocks, keys)
     block_ids = first_block + jnp.arange(blocks.shape[0])
@@ -45,14 +48,14 @@ def _solve_blocks(solver, blocks: jax.Array, keys: jax.Array, first_block: jax.A
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled(method: str, size: int, options: tuple, num_shards: int, mesh):
-    solver = REGISTRY[method](size, **dict(options))
+def _compiled(construction: Construction, size: int, options: tuple, num_shards: int, mesh):
+    solve = build_fn(construction, size, **dict(options))
 
     if mesh is None:
         @jax.jit
         def merged(V, keys):
             blocks = V.reshape(num_shards, V.shape[0] // num_shards, V.shape[1])
-            return _solve_blocks(solver, blocks, keys, jnp.asarray(0))
+            return _solve_blocks(solve, blocks, keys, jnp.asarray(0))
         return merged
 
     axes = tuple(mesh.axis_names)
@@ -60,14 +63,49 @@ def _compiled(method: str, size: int, options: tuple, num_shards: int, mesh):
 
     def local(V, keys):  # this device's rows and its shards' keys: no communication at all
         blocks = V.reshape(per_device, V.shape[0] // per_device, V.shape[1])
-        return _solve_blocks(solver, blocks, keys, jax.lax.axis_index(axes) * per_device)
+        return _solve_blocks(solve, blocks, keys, jax.lax.axis_index(axes) * per_device)
 
     return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(axes), P(axes)), out_specs=P(axes),
                                  check_vma=False))
 
 
-def merged_coreset(V: Any, size: int, num_shards: Optional[int] = None, method: str = "frank_wolfe",
-                   key: Optional[jax.Array] = None, **options) -> Coreset:
+def _merged_posterior(construction, model, data, size, num_shards, key, approx, options) -> Coreset:
+    """Posterior-driven methods: the same union, each shard's core run on its own rows (padding weight 0)."""
+    if not isinstance(model, Model):
+        raise ValueError(f"model: a posterior-driven method needs model=cj.Model, got {type(model).__name__}")
+    if data is None:
+        raise ValueError("data: a posterior-driven method needs the data pytree (data=...)")
+    n = _validate.check_data(data)
+    if isinstance(num_shards, bool) or not isinstance(num_shards, int) or not 1 <= num_shards <= n:
+        raise ValueError(f"num_shards: must be an integer in [1, N = {n}], got {num_shards!r}")
+    rows = -(-n // num_shards)
+    size = _validate.check_size(size, rows, "size")
+    key = _validate.check_key(key) if key is not None else jax.random.key(0)
+    extra = rows * num_shards - n
+    pad = lambda a: jnp.concatenate([jnp.asarray(a), jnp.repeat(jnp.asarray(a)[-1:], extra, axis=0)])
+    blocks = jax.tree_util.tree_map(lambda a: pad(a).reshape((num_shards, rows) + jnp.shape(a)[1:]), data)
+    leaf = jax.tree_util.tree_leaves(data)[0]
+    dtype = jnp.promote_types(jnp.result_type(leaf), jnp.float32)
+    data_weights = (jnp.arange(rows * num_shards) < n).astype(dtype).reshape(num_shards, rows)
+    k_pi, k_start, k_solve = jax.random.split(key, 3)
+    if approx is None:
+        from .pihat import laplace
+        approx = laplace(model, data, key=k_pi)
+    start = start_from(approx, k_start)
+    solve = coreset_fn(model, construction, size, **dict(construction.check_options(options)))
+    cs = jax.jit(jax.vmap(solve, in_axes=(0, 0, None, 0)))(jax.random.split(k_solve, num_shards), blocks,
+                                                         start, data_weights)
+    if not bool(jnp.all(cs.info["finite"])):
+        raise FloatingPointError(f"method {construction.name!r} produced non-finite weights")
+    indices = cs.indices + (jnp.arange(num_shards) * rows)[:, None].astype(cs.indices.dtype)
+    weights = cs.weights
+    indices = jnp.where(weights > 0, indices, 0).reshape(-1)
+    return Coreset(indices, weights.reshape(-1), cs.info, f"merged_{construction.name}")
+
+
+def merged_coreset(V: Any, size: int, num_shards: Optional[int] = None, method: Any = "frank_wolfe",
+                   key: Optional[jax.Array] = None, *, model: Optional[Model] = None, data: Any = None,
+                   pi_hat: Any = None, **options) -> Coreset:
     """Union of size-M coresets built independently on C contiguous shards of V (HC §4.3).
 
     Args:
@@ -75,15 +113,21 @@ def merged_coreset(V: Any, size: int, num_shards: Optional[int] = None, method: 
         each device solves its own shards locally (C must then be a multiple of the device count).
       size: M, the capacity (and, for greedy methods, iteration budget) of each shard's coreset.
       num_shards: C. Default: the number of devices holding V (all devices if V is not sharded).
-      method: any name in `cj.METHODS`.
+      method: any name in `cj.METHODS` or `cj.POSTERIOR_METHODS`, or a `cj.Construction`.
       key: PRNG key, split across shards; required by the random methods.
-      **options: solver options, as in `cj.build`.
+      model, data, pi_hat: for posterior-driven methods, which need the model and the data instead of V
+        (pass V=None): each shard's rows get their own run of the method's pure core, all in one vmapped
+        call; pi_hat (default: a Laplace fit on all the data) starts the chains.
+      **options: the method's options, as in `cj.build` / `cj.coreset`.
 
     Returns:
       A `Coreset` of capacity C*M with global row indices; shard c's slots are [c*M, (c+1)*M). Weights are
       the shards' own, unmodified. If C does not divide N, the last shard is shorter (zero rows pad it).
     """
-    _validate.check_choice(method, REGISTRY, "method")
+    construction = resolve(method)
+    if construction.needs == "posterior":
+        shards = jax.device_count() if num_shards is None else num_shards
+        return _merged_posterior(construction, model, data, size, shards, key, pi_hat, options)
     V = _validate.check_matrix(V, "V")
     n = V.shape[0]
     mesh = _sharding.leading_mesh(V)
@@ -94,11 +138,12 @@ def merged_coreset(V: Any, size: int, num_shards: Optional[int] = None, method: 
         raise ValueError(f"num_shards: must be an integer in [1, N = {n}], got {num_shards!r}")
     rows = -(-n // num_shards)
     size = _validate.check_size(size, rows, "size")
-    if method in RANDOM_METHODS:
+    if construction.random:
         key = _validate.check_key(key)
     else:
         key = jax.random.key(0) if key is None else _validate.check_key(key)
-    opts = _check_options(method, options)
+    refit = options.pop("refit", False)
+    opts = construction.check_options(options) + ((("refit", True),) if refit else ())
     if mesh is not None and (num_shards % devices or n != rows * num_shards):
         raise ValueError(f"num_shards: with V sharded over {devices} devices, num_shards must be a multiple "
                          f"of {devices} that divides N = {n}; got {num_shards}")
@@ -107,8 +152,8 @@ def merged_coreset(V: Any, size: int, num_shards: Optional[int] = None, method: 
     keys = jax.random.split(key, num_shards)
     if mesh is not None:
         keys = jax.device_put(keys, jax.sharding.NamedSharding(mesh, P(tuple(mesh.axis_names))))
-    indices, weights, info = _compiled(method, size, opts, num_shards, mesh)(V, keys)
-    if not bool(jnp.all(jnp.isfinite(weights))):
-        raise FloatingPointError(f"method {method!r} produced non-finite weights; please report this")
+    indices, weights, info = _compiled(construction, size, opts, num_shards, mesh)(V, keys)
+    if not bool(jnp.all(info["finite"])):
+        raise FloatingPointError(f"method {construction.name!r} produced non-finite weights; please report this")
     indices = jnp.where(weights > 0, indices, 0).reshape(-1)
-    return Coreset(indices, weights.reshape(-1), info, f"merged_{method}")
+    return Coreset(indices, weights.reshape(-1), info, f"merged_{construction.name}")

@@ -72,14 +72,13 @@ def laplace_kl(model, data: Any, weights: Any, *, full=None, key: Optional[jax.A
     Returns:
       {"forward": KL(pi || pi_w), "reverse": KL(pi_w || pi)}, with pi the full-data posterior.
     """
-    from .inference.sample import _gather, _weighted_model
     from .pihat import laplace
 
     n = _validate.check_data(data)
     if full is None:
         full = laplace(model, data, key=key)
-    rows, w = _gather(data, n, weights)
-    coreset = laplace(_weighted_model(model), (rows, w), init=full.mean)
+    rows, w = _validate.weighted_rows(data, n, weights)
+    coreset = laplace(model, rows, init=full.mean, weights=w)
     forward, reverse = gaussian_kls(full.mean, full.cov, coreset.mean, coreset.cov)
     return {"forward": forward, "reverse": reverse}
 

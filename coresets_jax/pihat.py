@@ -7,6 +7,7 @@ from elsewhere (e.g. a short MCMC run on a subsample). Every pi_hat exposes `sam
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any, NamedTuple, Optional
 
 import jax
@@ -14,15 +15,20 @@ import jax.numpy as jnp
 import optax
 
 from .core import validate as _validate
-from .core.model import Model, log_likelihoods
+from .core import Model, initial_theta, log_likelihoods, weighted_sum
 
-__all__ = ["GaussianApproximation", "PriorSamples", "Samples", "laplace", "prior", "samples"]
+__all__ = ["GaussianApproximation", "PriorSamples", "Samples", "laplace", "laplace_fn", "prior", "samples"]
 
 Array = jax.Array
 
 
 class GaussianApproximation(NamedTuple):
-    """N(mean, cov); the Laplace approximation is one. `info` records how the mode was found."""
+    """N(mean, cov); the Laplace approximation is one.
+
+    `info` records how the mode was found: `converged`, `iterations`, `grad_norm` (of the negative log
+    posterior at the mode) and `finite` as arrays (so the core can run under jit/vmap); `cj.laplace` adds
+    `method` and `subsample`.
+    """
 
     mean: Array
     cov: Array
@@ -73,10 +79,12 @@ def prior(model: Model, data: Any) -> PriorSamples:
 
 
 def _objective(model: Model, scale: float):
-    """Negative log posterior, with the likelihood scaled by N/m when fitted on a subsample of m rows."""
+    """Negative log posterior -(scale * sum_n w_n L_n + log pi_0), with w = 1 for the plain posterior and the
+    likelihood scaled by N/m when fitted on a subsample of m rows. Rows of weight 0 are masked out."""
 
-    def neg_log_post(theta, data):
-        return -(scale * jnp.sum(log_likelihoods(model, theta, data)) + model.log_prior(theta))
+    def neg_log_post(theta, data, weights):
+        lls = log_likelihoods(model, theta, data)
+        return -(scale * weighted_sum(weights, lls) + model.log_prior(theta))
 
     return neg_log_post
 
@@ -88,104 +96,177 @@ class _NewtonState(NamedTuple):
     iteration: Array
 
 
-@functools.partial(jax.jit, static_argnames=("model", "scale", "max_iter", "tol"))
-def _newton(model: Model, data: Any, theta0: Array, scale: float, max_iter: int, tol: float):
-    """Damped Newton with backtracking (step halving until the objective decreases)."""
-    f = _objective(model, scale)
+def _newton(f, data, weights, theta0: Array, max_iter: int, tol: float):
+    """Damped Newton with backtracking (step halving until the objective decreases).
+
+    Stops when the relative step |t d| / (1 + |theta|) falls below `tol`, or when no halving decreases the
+    objective (converged to rounding), or after `max_iter` iterations.
+    """
     value_and_grad = jax.value_and_grad(f)
     hess = jax.hessian(f)
 
     def direction(theta):
-        _, g = value_and_grad(theta, data)
-        h = hess(theta, data)
+        _, g = value_and_grad(theta, data, weights)
+        h = hess(theta, data, weights)
         d = -jnp.linalg.solve(h, g)
         # Fall back to steepest descent where the Hessian is not positive definite along d.
         ok = jnp.all(jnp.isfinite(d)) & (jnp.dot(d, g) < 0)
         return jnp.where(ok, d, -g)
 
     def cond(s: _NewtonState):
-        return (s.iteration < max_iter) & (s.step_norm > tol)
+        return (s.iteration < max_iter) & (s.step_norm > tol) & jnp.isfinite(s.value)
 
     def body(s: _NewtonState):
         d = direction(s.theta)
 
         def halve(carry):
             t, _ = carry
-            return t * 0.5, f(s.theta + t * 0.5 * d, data)
+            return t * 0.5, f(s.theta + t * 0.5 * d, data, weights)
 
         def not_better(carry):
             t, v = carry
             return (~(v < s.value)) & (t > 1e-10)
 
-        t, v = jax.lax.while_loop(not_better, halve, (jnp.asarray(1.0, d.dtype), f(s.theta + d, data)))
+        t, v = jax.lax.while_loop(not_better, halve,
+                                  (jnp.asarray(1.0, d.dtype), f(s.theta + d, data, weights)))
         accepted = v < s.value  # no strict decrease means converged to rounding
         theta = jnp.where(accepted, s.theta + t * d, s.theta)
         step = jnp.where(accepted, t * jnp.linalg.norm(d) / (1.0 + jnp.linalg.norm(s.theta)), 0.0)
         return _NewtonState(theta, jnp.where(accepted, v, s.value), step, s.iteration + 1)
 
-    init = _NewtonState(theta0, f(theta0, data), jnp.asarray(jnp.inf, theta0.dtype), jnp.asarray(0))
+    init = _NewtonState(theta0, f(theta0, data, weights), jnp.asarray(jnp.inf, theta0.dtype), jnp.asarray(0))
     final = jax.lax.while_loop(cond, body, init)
-    return final.theta, hess(final.theta, data), final.iteration
+    converged = (final.step_norm <= tol) & jnp.isfinite(final.value)
+    return final.theta, final.iteration, converged
 
 
-@functools.partial(jax.jit, static_argnames=("model", "scale", "max_iter", "learning_rate"))
-def _optax_mode(model: Model, data: Any, theta0: Array, scale: float, max_iter: int, learning_rate):
-    """L-BFGS from optax (with its zoom line search), then the Hessian at the mode."""
-    f = functools.partial(_objective(model, scale), data=data)
+def _lbfgs(f, data, weights, theta0: Array, max_iter: int, tol: float, learning_rate):
+    """L-BFGS from optax (with its zoom line search) until the gradient norm is below tol (1 + |f|)."""
+    fixed = lambda theta: f(theta, data, weights)
     opt = optax.lbfgs(learning_rate=learning_rate)
-    value_and_grad = optax.value_and_grad_from_state(f)
+    value_and_grad = optax.value_and_grad_from_state(fixed)
 
-    def body(_, carry):
-        theta, state = carry
+    def small(value, grad):
+        return jnp.linalg.norm(grad) <= tol * (1.0 + jnp.abs(value))
+
+    def cond(carry):
+        theta, state, i, done = carry
+        return (i < max_iter) & ~done
+
+    def body(carry):
+        theta, state, i, _ = carry
         value, grad = value_and_grad(theta, state=state)
-        updates, state = opt.update(grad, state, theta, value=value, grad=grad, value_fn=f)
-        return optax.apply_updates(theta, updates), state
+        updates, state = opt.update(grad, state, theta, value=value, grad=grad, value_fn=fixed)
+        return optax.apply_updates(theta, updates), state, i + 1, small(value, grad)
 
-    theta, _ = jax.lax.fori_loop(0, max_iter, body, (theta0, opt.init(theta0)))
-    return theta, jax.hessian(f)(theta), jnp.asarray(max_iter)
+    theta, _, iterations, _ = jax.lax.while_loop(
+        cond, body, (theta0, opt.init(theta0), jnp.asarray(0), jnp.asarray(False)))
+    value, grad = jax.value_and_grad(fixed)(theta)
+    return theta, iterations, small(value, grad) & jnp.isfinite(value)
+
+
+def laplace_fn(model: Model, *, method: str = "newton", scale: float = 1.0, max_iter: int = 50,
+               tol: float = 1e-6, learning_rate: Optional[float] = None):
+    """The pure core of `laplace`: `(data, init, weights=None) -> GaussianApproximation` (jit/vmap-able).
+
+    The Laplace approximation N(theta_hat, H^{-1}) of pi_w(theta) ∝ exp(scale sum_n w_n L_n) pi_0 (HC §5),
+    with H the Hessian of the negative log posterior at its mode theta_hat. Reports in `info`:
+    `converged` (Newton: relative step below `tol`; L-BFGS: gradient norm below tol (1 + |f|)),
+    `iterations`, `grad_norm` and `finite`. It never syncs with the host, so `cj.laplace` checks the flags.
+    """
+    if method not in ("newton", "optax"):
+        raise ValueError(f"method: unknown value {method!r}; expected one of ['newton', 'optax']")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
+        raise ValueError(f"max_iter: must be a positive integer, got {max_iter!r}")
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol >= 0:
+        raise ValueError(f"tol: must be a non-negative number, got {tol!r}")
+    f = _objective(model, float(scale))
+
+    def fit(data, init, weights=None) -> GaussianApproximation:
+        theta0 = jnp.asarray(init)
+        n = jax.tree_util.tree_leaves(data)[0].shape[0]
+        w = jnp.ones(n, theta0.dtype) if weights is None else jnp.asarray(weights).astype(theta0.dtype)
+        if method == "newton":
+            mode, iterations, converged = _newton(f, data, w, theta0, max_iter, float(tol))
+        else:
+            mode, iterations, converged = _lbfgs(f, data, w, theta0, max_iter, float(tol), learning_rate)
+        value, grad = jax.value_and_grad(f)(mode, data, w)
+        cov = jnp.linalg.inv(jax.hessian(f)(mode, data, w))
+        cov = 0.5 * (cov + cov.T)
+        finite = jnp.all(jnp.isfinite(mode)) & jnp.all(jnp.isfinite(cov)) & jnp.isfinite(value)
+        info = {"converged": converged, "iterations": iterations, "grad_norm": jnp.linalg.norm(grad),
+                "finite": finite}
+        return GaussianApproximation(mode, cov, info)
+
+    return fit
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(model: Model, method: str, scale: float, max_iter: int, tol: float, learning_rate):
+    return jax.jit(laplace_fn(model, method=method, scale=scale, max_iter=max_iter, tol=tol,
+                              learning_rate=learning_rate))
 
 
 def laplace(model: Model, data: Any, key: Optional[Array] = None, *, init: Optional[Array] = None,
             method: str = "newton", subsample: Optional[int] = None, max_iter: int = 50,
-            tol: float = 1e-6, learning_rate: Optional[float] = None) -> GaussianApproximation:
+            tol: float = 1e-6, learning_rate: Optional[float] = None,
+            weights: Optional[Array] = None) -> GaussianApproximation:
     """Laplace approximation N(theta_hat, -H^{-1}) of the posterior (HC §5, the pi_hat of its experiments).
+
+    Validates, runs the pure core `laplace_fn`, then checks: a non-finite or non-positive-definite result
+    raises ValueError, and a fit that did not converge within `max_iter` warns (`info["converged"]`).
 
     Args:
       model, data: the model and its data pytree.
       key: needed only with `subsample`, to draw the rows.
-      init: starting theta; defaults to `model.init_params(data)`.
+      init: starting theta; defaults to `model.init_params(data)`, else zeros of `model.dim`.
       method: "newton" (damped Newton, exact Hessian) or "optax" (L-BFGS from optax).
       subsample: fit on this many random rows, with the log-likelihood scaled by N / subsample.
-      max_iter, tol: iteration cap and relative step tolerance (Newton).
+      max_iter, tol: iteration cap and tolerance (Newton: relative step; L-BFGS: gradient norm).
+      weights: optional (N,) non-negative data weights, for the coreset posterior pi_w (HC §2).
     """
     n = _validate.check_data(data)
     _validate.check_choice(method, ("newton", "optax"), "method")
     if init is None:
-        if model.init_params is None:
-            raise ValueError("init: the model has no init_params, so pass an initial theta of shape (D,)")
-        init = model.init_params(data)
+        init = initial_theta(model, data)
+        if init is None:
+            raise ValueError("init: the model has neither init_params nor dim, so pass an initial theta of "
+                             "shape (D,) (or build the model with cj.Model(..., dim=D))")
     theta0 = jnp.asarray(init)
     if theta0.ndim != 1:
         raise ValueError(f"init: expected a flat vector of shape (D,), got shape {theta0.shape}")
     if not jnp.issubdtype(theta0.dtype, jnp.floating):
         theta0 = theta0.astype(jnp.float32)
+    _validate.check_finite(theta0, "init")
+    if weights is not None:
+        weights = jnp.asarray(weights)
+        if weights.shape != (n,):
+            raise ValueError(f"weights: expected shape (N,) = ({n},), got {weights.shape}")
+        _validate.check_finite(weights, "weights")
+        if bool(jnp.any(weights < 0)):
+            raise ValueError("weights: must be non-negative")
     scale = 1.0
     if subsample is not None:
         subsample = _validate.check_size(subsample, n, "subsample")
         rows = jax.random.choice(_validate.check_key(key), n, (subsample,), replace=False)
         data = jax.tree_util.tree_map(lambda leaf: jnp.asarray(leaf)[rows], data)
+        weights = None if weights is None else weights[rows]
         scale = n / subsample
-    if method == "newton":
-        mode, hess, iters = _newton(model, data, theta0, float(scale), int(max_iter), float(tol))
-    else:
-        mode, hess, iters = _optax_mode(model, data, theta0, float(scale), int(max_iter), learning_rate)
-    cov = jnp.linalg.inv(hess)
-    cov = 0.5 * (cov + cov.T)
-    if not (bool(jnp.all(jnp.isfinite(mode))) and bool(jnp.all(jnp.isfinite(cov)))):
+    fit = _compiled(model, method, float(scale), int(max_iter), float(tol), learning_rate)
+    try:
+        approx = fit(data, theta0, weights)
+    except TypeError as err:
+        raise ValueError(f"init: the model cannot evaluate a theta of shape {theta0.shape}: {err}") from err
+    info = {k: v.item() for k, v in approx.info.items()}
+    if not info["finite"]:
         raise ValueError("model: the Laplace approximation is not finite; the log posterior may be "
-                         "non-finite or unbounded near init")
-    if not bool(jnp.all(jnp.linalg.eigvalsh(cov) > 0)):
+                         "non-finite (a log-likelihood of -inf or NaN on some rows) or unbounded near init")
+    if not bool(jnp.all(jnp.linalg.eigvalsh(approx.cov) > 0)):
         raise ValueError("model: the Hessian at the mode is not negative definite, so the Laplace "
                          "covariance is not positive definite; try another init or a proper prior")
-    return GaussianApproximation(mode, cov, {"iterations": int(iters), "method": method,
-                                             "subsample": subsample})
+    if not info["converged"]:
+        warnings.warn(f"laplace: did not converge in max_iter = {max_iter} iterations (gradient norm "
+                      f"{info['grad_norm']:.3g}); raise max_iter or check the model", RuntimeWarning,
+                      stacklevel=2)
+    info.update(method=method, subsample=subsample)
+    return GaussianApproximation(approx.mean, approx.cov, info)

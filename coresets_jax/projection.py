@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from . import _validate, sharding as _sharding
 from .core.model import Model
 
-__all__ = ["project", "NORMS"]
+__all__ = ["NORMS", "project", "project_fn"]
 
 NORMS = ("fisher", "l2", "centered")
 Array = jax.Array
@@ -112,3 +112,26 @@ def project(model: Model, data: Any, thetas: Array, norm: str = "fisher", key: O
         raise ValueError(f"model: log_likelihood (or its gradient) returned non-finite values at pi_hat's "
                          f"samples, first at data row {int(rows[0])}; check the model or pi_hat")
     return V
+
+
+def project_fn(model: Model, norm: str = "fisher", *, dtype=None, chunk_size: Optional[int] = None):
+    """The pure core of `project`: `(key, data, thetas) -> V` (jittable, vmappable over keys or datasets).
+
+    The key draws the Fisher coordinates d_j (unused for "l2" and "centered"). It performs no validation and
+    no host sync; `project` is the checked public form.
+    """
+    _validate.check_choice(norm, NORMS, "norm")
+    dtype = jnp.dtype(jnp.float32 if dtype is None else dtype)
+
+    def run(key, data, thetas):
+        num_features, dim = thetas.shape
+        if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+            key = jax.random.wrap_key_data(key)
+        coords = (jax.random.randint(key, (num_features,), 0, dim) if norm == "fisher"
+                  else jnp.zeros((num_features,), jnp.int32))
+        n = jax.tree_util.tree_leaves(data)[0].shape[0]
+        chunk = int(min(chunk_size or _default_chunk(num_features, dim), n))
+        compute = jnp.promote_types(dtype, jnp.float32)
+        return _project(model, _cast_floats(data, compute), thetas.astype(compute), coords, norm, chunk, dtype)
+
+    return run

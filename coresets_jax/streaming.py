@@ -32,10 +32,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from .core import validate as _validate
-from .construct import build
+from .construct import build, compiled_coreset_fn
+from .registry import Start
 from .core.model import Model
 from .projection import project
-from .solvers import RANDOM_METHODS, REGISTRY, Coreset
+from .core import Coreset
+from .registry import resolve
 
 __all__ = ["stream_coreset", "iter_chunks"]
 
@@ -54,6 +56,8 @@ class _Node(NamedTuple):
 def _is_sliceable(x: Any) -> bool:
     if isinstance(x, Iterator):  # a generator or iterator of chunks
         return False
+    if isinstance(x, list) and x and not any(hasattr(e, "shape") for e in x):
+        return False  # a list of chunk pytrees, e.g. [(X1, y1), (X2, y2)]
     leaves = jax.tree_util.tree_leaves(x)
     return bool(leaves) and all(hasattr(l, "shape") and hasattr(l, "__getitem__") for l in leaves)
 
@@ -98,19 +102,43 @@ def _merge(a: _Node, b: _Node) -> _Node:
                  jax.tree_util.tree_map(cat, a.data, b.data))
 
 
-def _reduce(node: _Node, size: int, method: str, key: Array, options: dict) -> _Node:
+class _Method(NamedTuple):
+    """The construction used at every node, with what it needs bound (model and pi_hat's start)."""
+
+    construction: Any
+    options: dict
+    model: Any
+    start: Any
+
+
+def _solve(method: _Method, U: Array, data: Any, data_weights: Array, size: int, key: Array) -> Coreset:
+    """A size-`size` coreset of a (weighted) node. Vector methods solve on U = diag(u) V and return weights
+    relative to u; posterior-driven methods target sum_n u_n L_n themselves and return absolute weights."""
+    if method.construction.needs == "vectors":
+        return build(U, size, method.construction, key, **method.options)
+    opts = method.construction.check_options(method.options)
+    cs = compiled_coreset_fn(method.model, method.construction, size, opts)(key, data, method.start, data_weights)
+    if not bool(cs.info["finite"]):
+        raise FloatingPointError(f"method {method.construction.name!r} produced non-finite weights")
+    return cs
+
+
+def _reduce(node: _Node, size: int, method: _Method, key: Array) -> _Node:
     """Compress a weighted set to `size` slots: solve on u_m = w_m v_m, then multiply the weights back."""
     U = node.weights[:, None].astype(node.V.dtype) * node.V
-    live = int(jnp.count_nonzero(jnp.any(U != 0, axis=1)))
+    live_rows = jnp.any(U != 0, axis=1) if method.construction.needs == "vectors" else node.weights > 0
+    live = int(jnp.count_nonzero(live_rows))
     if live <= size:  # already small enough: keep the positive slots as they are
         order = jnp.argsort(-(node.weights > 0).astype(jnp.int32), stable=True)[:size]
         return _pad(_take(node, order, node.weights[order]), size)
-    cs = build(U, size, method, key, **options)
+    cs = _solve(method, U, node.data, node.weights, size, key)
+    if method.construction.needs == "posterior":
+        return _take(node, cs.indices, cs.weights.astype(node.weights.dtype))
     return _take(node, cs.indices, node.weights[cs.indices] * cs.weights.astype(node.weights.dtype))
 
 
 def stream_coreset(model: Model, chunks: Any, size: int, thetas: Array, key: Array, *, norm: str = "fisher",
-                   method: str = "frank_wolfe", chunk_size: Optional[int] = None, dtype=None,
+                   method: Any = "frank_wolfe", chunk_size: Optional[int] = None, dtype=None,
                    **options) -> Coreset:
     """A size-M coreset of a stream of data chunks by merge-reduce over a binary tree (LR §3.4).
 
@@ -122,7 +150,9 @@ def stream_coreset(model: Model, chunks: Any, size: int, thetas: Array, key: Arr
       thetas: (J, D) samples from pi_hat, fixed across chunks (e.g. a Laplace fit on a first chunk).
       key: PRNG key: one projection key for all chunks (fixed Fisher coordinates), and solver keys.
       norm: "fisher" | "l2" | "centered", as in `cj.project`.
-      method: the solver for leaves and reductions (`cj.METHODS`).
+      method: the construction for leaves and reductions: a name in `cj.METHODS` or
+        `cj.POSTERIOR_METHODS`, or a `cj.Construction`. Posterior-driven methods skip the projection; their
+        chains start at the mean of `thetas` with its covariance.
       chunk_size: rows per chunk for array sources.
       dtype: projection dtype.
       **options: solver options, as in `cj.build`.
@@ -133,8 +163,17 @@ def stream_coreset(model: Model, chunks: Any, size: int, thetas: Array, key: Arr
       over the stream), "V" (their projected rows), "num_rows" N, "num_chunks" B and "max_held" (the most
       coresets held at once).
     """
-    _validate.check_choice(method, REGISTRY, "method")
+    construction = resolve(method)
     key = _validate.check_key(key)
+    thetas = jnp.asarray(thetas)
+    if thetas.ndim != 2 or thetas.shape[0] < 1:
+        raise ValueError(f"thetas: expected shape (J, D) with J >= 1, got {thetas.shape}")
+    start = None
+    if construction.needs == "posterior":
+        d = thetas.shape[1]
+        cov = (jnp.cov(thetas, rowvar=False).reshape(d, d) if thetas.shape[0] > 1 else jnp.eye(d, dtype=thetas.dtype))
+        start = Start(jnp.mean(thetas, axis=0), cov + 1e-6 * jnp.eye(d, dtype=thetas.dtype))
+    solver = _Method(construction, dict(options), model, start)
     if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
         raise ValueError(f"size: must be a positive integer, got {size!r}")
     size = int(size)
@@ -150,10 +189,13 @@ def stream_coreset(model: Model, chunks: Any, size: int, thetas: Array, key: Arr
     for chunk in iter_chunks(chunks, chunk_size):
         n = _validate.check_data(chunk, "chunks")
         chunk = jax.tree_util.tree_map(jnp.asarray, chunk)
-        V = project(model, chunk, thetas, norm=norm, key=key_proj, dtype=dtype)
+        if construction.needs == "vectors":
+            V = project(model, chunk, thetas, norm=norm, key=key_proj, dtype=dtype)
+        else:  # posterior-driven: no projection; a zero column keeps the node layout
+            V = jnp.zeros((n, 1), jnp.promote_types(jnp.result_type(thetas), jnp.float32))
         m = min(size, n)
-        if bool(jnp.any(V != 0)):
-            cs = build(V, m, method, solver_key(), **options)
+        if construction.needs == "posterior" or bool(jnp.any(V != 0)):
+            cs = _solve(solver, V, chunk, jnp.ones(n, V.dtype), m, solver_key())
             idx, w = cs.indices, cs.weights
         else:  # nothing to approximate in this chunk
             idx, w = jnp.zeros(m, jnp.int32), jnp.zeros(m, V.dtype)
@@ -163,7 +205,7 @@ def stream_coreset(model: Model, chunks: Any, size: int, thetas: Array, key: Arr
         del chunk, V
         level = 0
         while level in levels:  # binary-counter carry: merge equal levels, then reduce
-            node = _reduce(_merge(levels.pop(level), node), size, method, solver_key(), options)
+            node = _reduce(_merge(levels.pop(level), node), size, solver, solver_key())
             level += 1
         levels[level] = node
         max_held = max(max_held, len(levels))
@@ -173,9 +215,9 @@ def stream_coreset(model: Model, chunks: Any, size: int, thetas: Array, key: Arr
         raise ValueError("chunks: the stream is empty")
     result = None
     for level in sorted(levels):  # final merge of the partial tree, smallest level first
-        result = levels[level] if result is None else _reduce(_merge(result, levels[level]), size, method,
-                                                             solver_key(), options)
+        result = levels[level] if result is None else _reduce(_merge(result, levels[level]), size, solver,
+                                                             solver_key())
     weights = jnp.where(result.weights > 0, result.weights, 0.0)
     indices = jnp.where(weights > 0, result.indices, 0)
     info = {"data": result.data, "V": result.V, "num_rows": offset, "num_chunks": count, "max_held": max_held}
-    return Coreset(indices, weights, info, f"stream_{method}")
+    return Coreset(indices, weights, info, f"stream_{construction.name}")

@@ -23,7 +23,7 @@ def low_rank(seed, n=1500, j=48, rank=6, noise=0.0):
 @pytest.mark.parametrize("method", ITERATIVE)
 def test_repeated_calls_do_not_recompile(method):
     V = jnp.asarray(low_rank(0), jnp.float32)
-    solve = construct._compiled(method, 20, ())
+    solve = construct._compiled_build(cj.registry.resolve(method), 20, ())
     before = solve._cache_size()
     for seed in range(3):  # new values, same shapes
         cj.build(V + seed, 20, method, compress=False)
@@ -37,7 +37,7 @@ def test_compressed_repeated_calls_do_not_recompile():
     cs = cj.build(V, 20, "frank_wolfe", compress=True)
     r = int(cs.info["rank"])
     assert r % 16 == 0 and r <= 64
-    solve = construct._compiled("frank_wolfe", 20, ())
+    solve = construct._compiled_build(cj.registry.resolve("frank_wolfe"), 20, ())
     size = solve._cache_size()
     for seed in range(3):
         cj.build(V * (1 + seed), 20, "frank_wolfe", compress=True)

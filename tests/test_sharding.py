@@ -24,8 +24,6 @@ SCRIPT = textwrap.dedent(r"""
     jax.config.update("jax_enable_x64", True)  # float64 only where asked (A-IHT below)
     import coresets_jax as cj
     from coresets_jax import sharding
-    from coresets_jax.construct import _compiled
-    from coresets_jax.solvers import REGISTRY
 
     assert jax.device_count() == 4
     out = {}
@@ -46,23 +44,23 @@ SCRIPT = textwrap.dedent(r"""
     V = cj.project(model, ds.train, thetas, norm="fisher", key=key)
     Vs = cj.shard(V)
     out["methods"] = {}
-    for method in ("frank_wolfe", "giga", "iht2", "importance"):
-        if method not in REGISTRY:
-            continue
+    for method in list(cj.METHODS) + ["omp+refit"]:
         # A-IHT does not converge within its budget here, and its top-k steps amplify any rounding
         # difference (1e-16 at iteration 10, 1e-9 at 50, 1e-2 at 100 in float64): compare it in float64
         # over 30 iterations, where the two paths must agree to rounding.
-        Vm, opts = (V.astype(jnp.float64), {"max_iter": 30}) if method == "iht2" else (V, {})
+        Vm, opts = (V.astype(jnp.float64), {"max_iter": 30}) if method in ("iht", "iht2") else (V, {})
+        if method == "omp+refit":
+            method, opts = "omp", {"refit": True}
         Vms = cj.shard(Vm)
         a = cj.build(Vm, 40, method, key=key, **opts)
         b = cj.build(Vms, 40, method, key=key, **opts)
         wa, wb = np.asarray(a.dense(4000)), np.asarray(b.dense(4000))
-        solve = _compiled(method, 40, tuple(sorted(opts.items())))
+        solve = jax.jit(cj.build_fn(method, 40, **opts))  # the public pure core
         with sharding.data_mesh(Vms):
             hlo = solve.lower(Vms, key).compile().as_text()
         gathered = [int(np.prod([int(d) for d in re.findall(r"\d+", m.group(1))] or [1]))
                     for m in re.finditer(r"= \w+\[([\d,]*)\][^=]*? all-gather\(", hlo)]
-        out["methods"][method] = {
+        out["methods"][method + ("+refit" if opts.get("refit") else "")] = {
             "same_support": bool(np.array_equal(wa > 0, wb > 0)),
             "weight_reldiff": float(np.max(np.abs(wa - wb)) / np.max(np.abs(wa))),
             "err_single": float(cj.relative_error(Vm, a)), "err_sharded": float(cj.relative_error(Vm, b)),
@@ -128,10 +126,8 @@ def test_sharded_projection_equals_single_device(four_devices):
         assert four_devices[f"project_{norm}_maxdiff"] <= 1e-5, norm
 
 
-@pytest.mark.parametrize("method", ["frank_wolfe", "giga", "iht2"])
+@pytest.mark.parametrize("method", ["frank_wolfe", "giga", "iht", "iht2", "omp", "omp+refit"])
 def test_sharded_build_equals_single_device(four_devices, method):
-    if method not in four_devices["methods"]:
-        pytest.skip(f"{method} is not in the solver registry yet")
     r = four_devices["methods"][method]
     # Same float32 operations in a different reduction order: the same support, weights equal to ~1e-4
     # relative, and the same error.
@@ -145,11 +141,13 @@ def test_importance_sampling_runs_sharded(four_devices):
     assert r["err_sharded"] == pytest.approx(r["err_single"], rel=0.05, abs=1e-4), r
 
 
-def test_sharded_greedy_solvers_never_all_gather_V(four_devices):
-    # V is 4000 x 60; the exact sharded path only exchanges argmax candidates, rows and J-vectors.
-    assert four_devices["methods"]["frank_wolfe"]["largest_all_gather"] < 4000
-    if "giga" in four_devices["methods"]:
-        assert four_devices["methods"]["giga"]["largest_all_gather"] < 4000
+def test_no_registered_method_all_gathers_V(four_devices):
+    # V is 4000 x 60; every registered method (and refit) compiled through the public pure core cj.build_fn
+    # only exchanges argmax/top-k candidates, rows and J-vectors: never a column of V or more.
+    import coresets_jax as cj
+    assert set(cj.METHODS) <= set(four_devices["methods"])
+    for method, r in four_devices["methods"].items():
+        assert r["largest_all_gather"] < 4000, (method, r)
 
 
 def test_mesh_collectives(four_devices):

@@ -28,12 +28,15 @@ class Coreset:
       weights: (..., capacity) non-negative weights; 0 on padding.
       info: dict of array diagnostics from the construction (e.g. `finite`, `relative_error`).
       method: the construction's name (static).
+      settings: how it was built (size, options, norm, J, key, time), set by the public entry points on
+        the host for saving and reports; not part of the pytree, so it does not survive `jit`/`vmap`.
     """
 
     indices: Array
     weights: Array
     info: dict = dataclasses.field(default_factory=dict)
     method: str = ""
+    settings: dict = dataclasses.field(default_factory=dict, compare=False)
 
     def tree_flatten(self):
         return (self.indices, self.weights, self.info), self.method
@@ -72,7 +75,7 @@ class Coreset:
             raise ValueError("compact: a batched coreset has no single support; index one element first")
         keep = np.asarray(self.weights) > 0
         return Coreset(jnp.asarray(self.indices)[keep], jnp.asarray(self.weights)[keep], self.info,
-                       self.method)
+                       self.method, self.settings)
 
     def __getitem__(self, item) -> "Coreset":
         """Index the batch axes: `batch[3]` is the fourth trial's coreset."""

@@ -12,7 +12,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .coreset import Coreset
+from .rows import take_data
+
 __all__ = [
+    "weighted_rows",
     "check_choice",
     "check_data",
     "check_finite",
@@ -106,3 +110,52 @@ def check_key(key: Any, name: str = "key") -> jax.Array:
     if key.dtype == jnp.uint32 and key.shape == (2,):
         return jax.random.wrap_key_data(key)
     raise ValueError(f"{name}: expected a PRNG key, got dtype {key.dtype} and shape {key.shape}")
+
+
+def weighted_rows(data: Any, n: int, weights: Any):
+    """Validate coreset weights and gather their rows: (rows, w) for the weighted density.
+
+    `weights` is None (returns (data, None)), a `Coreset` (its fixed-capacity slots: indices in [0, N)), or
+    a dense non-negative (N,) array (its non-zero rows, padded to a power of two so that similar sizes
+    share one compilation). Raises ValueError for out-of-range indices, wrong shapes, NaN/inf, negative or
+    all-zero weights.
+    """
+    if weights is None:
+        return data, None
+    if isinstance(weights, Coreset):
+        idx = jnp.asarray(weights.indices)
+        w = jnp.asarray(weights.weights)
+        if idx.ndim != 1 or w.shape != idx.shape:
+            raise ValueError(f"weights: the coreset's indices and weights must be 1-D of equal length, got "
+                             f"{idx.shape} and {w.shape}")
+        if idx.shape[0] > 0 and (int(jnp.min(idx)) < 0 or int(jnp.max(idx)) >= n):
+            raise ValueError(f"weights: coreset indices must lie in [0, N = {n})")
+    else:
+        try:
+            w = jnp.asarray(weights)
+        except TypeError as err:
+            raise ValueError(f"weights: expected None, a Coreset or an array of shape (N,), got "
+                             f"{type(weights).__name__}") from err
+        if w.shape != (n,):
+            raise ValueError(f"weights: expected shape (N,) = ({n},), got {w.shape}")
+        if not jnp.issubdtype(w.dtype, jnp.number) or jnp.issubdtype(w.dtype, jnp.complexfloating):
+            raise ValueError(f"weights: expected real numbers, got dtype {w.dtype}")
+        nonzero = np.flatnonzero(np.asarray(w) != 0)
+        # Gather the non-zero rows, padded to a power of two so that similar sizes share one compilation.
+        capacity = min(n, 1 << max(int(nonzero.size) - 1, 0).bit_length())
+        if capacity >= n:
+            idx = jnp.arange(n)
+        else:
+            idx = jnp.asarray(np.concatenate([nonzero, np.zeros(capacity - nonzero.size, np.int64)]))
+            w = jnp.where(jnp.arange(capacity) < nonzero.size, w[idx], 0.0)
+    if not jnp.issubdtype(w.dtype, jnp.floating):
+        w = w.astype(jnp.float32)
+    if not bool(jnp.all(jnp.isfinite(w))):
+        raise ValueError("weights: contain NaN or inf")
+    if bool(jnp.any(w < 0)):
+        raise ValueError("weights: must be non-negative")
+    if not bool(jnp.any(w > 0)):
+        raise ValueError("weights: all weights are zero, so the target is the prior; pass weights=None "
+                         "for the full data, or a coreset with positive weights")
+    rows = take_data(data, idx)
+    return rows, w

@@ -1,31 +1,38 @@
-"""Inference on a coreset: MCMC on the weighted posterior pi_w (HC §2).
+"""Inference on a coreset: MCMC on the weighted posterior pi_w (HC §2), in layers.
 
-`sample` is the public entry point (exported as `cj.sample`); `sample_weighted_fn` is its jittable core for
-callers that draw from pi_w inside their own jitted code (e.g. Sparse VI). `mala` and `rwmh` are the
-BlackJAX-style kernels this package adds; NUTS and HMC come from BlackJAX.
+- the density: `coresets_jax.core.weighted_log_density` (defined once, for every stage);
+- `kernels`: the registry of BlackJAX `SamplingAlgorithm`s (NUTS, HMC, MALA, RWMH) and their `Tuning`;
+- `warmup`: adaptation of a kernel's tuning, separate from sampling;
+- `driver`: `sample_fn` (the pure core of `cj.sample`) and `init_chains`/`step_chains` for constructions
+  that step persistent chains against a changing density;
+- `posterior`: the `Posterior` result and its diagnostics; `sample`: the public entry point `cj.sample`.
 """
 
-from . import mala, rwmh
-from .sample import (
-    DEFAULT_SETTINGS,
-    METHODS,
-    Posterior,
-    SamplerStats,
-    sample,
-    sample_weighted_fn,
-    trace_count,
-    weighted_logdensity,
-)
+from . import kernels, mala, rwmh, warmup
+from .driver import SamplerStats, init_chains, sample_fn, step_chains
+from .kernels import KERNELS, KernelSpec, Tuning, register_kernel
+from .posterior import Posterior, check_diagnostics
+from .sample import METHODS, sample, trace_count
+
+sample_weighted_fn = sample_fn  # the earlier name of the pure core
 
 __all__ = [
-    "DEFAULT_SETTINGS",
+    "KERNELS",
+    "KernelSpec",
     "METHODS",
     "Posterior",
     "SamplerStats",
+    "Tuning",
+    "check_diagnostics",
+    "init_chains",
+    "kernels",
     "mala",
+    "register_kernel",
     "rwmh",
     "sample",
+    "sample_fn",
     "sample_weighted_fn",
+    "step_chains",
     "trace_count",
-    "weighted_logdensity",
+    "warmup",
 ]

@@ -1,4 +1,4 @@
-"""The Metropolis–Hastings accept/reject step and the BlackJAX-style binding shared by the MALA and RWMH kernels."""
+"""The Metropolis–Hastings accept/reject step shared by the MALA and RWMH kernels."""
 
 from __future__ import annotations
 
@@ -16,13 +16,3 @@ def accept_reject(rng_key, log_ratio, proposal, state):
     accepted = jnp.log(jax.random.uniform(rng_key, dtype=log_ratio.dtype)) < log_ratio
     new = jax.tree_util.tree_map(lambda a, b: jnp.where(accepted, a, b), proposal, state)
     return new, accept_prob, accepted
-
-
-def bind(init, kernel, logdensity_fn, step_size, chol):
-    """(init(position), step(rng_key, state)) with the density and parameters bound; chol=None is identity."""
-
-    def step(rng_key, state):
-        c = jnp.eye(state.position.shape[0], dtype=state.position.dtype) if chol is None else chol
-        return kernel(rng_key, state, logdensity_fn, step_size, c)
-
-    return (lambda position: init(position, logdensity_fn)), step

@@ -16,7 +16,9 @@ from typing import Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from ._metropolis import accept_reject, bind
+from blackjax.base import SamplingAlgorithm, build_sampling_algorithm
+
+from ._metropolis import accept_reject
 
 __all__ = ["MALAState", "MALAInfo", "init", "build_kernel", "mala"]
 
@@ -56,6 +58,8 @@ def build_kernel() -> Callable:
     """Returns `one_step(rng_key, state, logdensity_fn, step_size, chol) -> (MALAState, MALAInfo)`."""
 
     def one_step(rng_key, state: MALAState, logdensity_fn: Callable, step_size, chol):
+        if chol is None:
+            chol = jnp.eye(state.position.shape[0], dtype=state.position.dtype)
         k_prop, k_acc = jax.random.split(rng_key)
         z = jax.random.normal(k_prop, state.position.shape, state.position.dtype)
         drift = 0.5 * step_size**2 * (chol @ (chol.T @ state.logdensity_grad))
@@ -69,14 +73,9 @@ def build_kernel() -> Callable:
     return one_step
 
 
-class MALA(NamedTuple):
-    init: Callable
-    step: Callable
-
-
-def mala(logdensity_fn: Callable, step_size, chol: Optional[Array] = None) -> MALA:
-    """Bind the density and parameters: returns `(init(position), step(rng_key, state))`.
+def mala(logdensity_fn: Callable, step_size, chol: Optional[Array] = None) -> SamplingAlgorithm:
+    """A BlackJAX `SamplingAlgorithm` `(init(position), step(rng_key, state))` with its parameters bound.
 
     `chol` is the lower Cholesky factor of the preconditioner (identity when None).
     """
-    return MALA(*bind(init, build_kernel(), logdensity_fn, step_size, chol))
+    return build_sampling_algorithm(build_kernel(), init, logdensity_fn, (), (step_size, chol))

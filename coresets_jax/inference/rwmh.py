@@ -12,8 +12,11 @@ from __future__ import annotations
 from typing import Callable, NamedTuple, Optional
 
 import jax
+import jax.numpy as jnp
 
-from ._metropolis import accept_reject, bind
+from blackjax.base import SamplingAlgorithm, build_sampling_algorithm
+
+from ._metropolis import accept_reject
 
 __all__ = ["RWMHState", "RWMHInfo", "init", "build_kernel", "rwmh"]
 
@@ -40,6 +43,8 @@ def build_kernel() -> Callable:
     """Returns `one_step(rng_key, state, logdensity_fn, step_size, chol) -> (RWMHState, RWMHInfo)`."""
 
     def one_step(rng_key, state: RWMHState, logdensity_fn: Callable, step_size, chol):
+        if chol is None:
+            chol = jnp.eye(state.position.shape[0], dtype=state.position.dtype)
         k_prop, k_acc = jax.random.split(rng_key)
         z = jax.random.normal(k_prop, state.position.shape, state.position.dtype)
         proposal = init(state.position + step_size * (chol @ z), logdensity_fn)
@@ -50,14 +55,9 @@ def build_kernel() -> Callable:
     return one_step
 
 
-class RWMH(NamedTuple):
-    init: Callable
-    step: Callable
-
-
-def rwmh(logdensity_fn: Callable, step_size, chol: Optional[Array] = None) -> RWMH:
-    """Bind the density and parameters: returns `(init(position), step(rng_key, state))`.
+def rwmh(logdensity_fn: Callable, step_size, chol: Optional[Array] = None) -> SamplingAlgorithm:
+    """A BlackJAX `SamplingAlgorithm` `(init(position), step(rng_key, state))` with its parameters bound.
 
     `chol` is the lower Cholesky factor of the proposal shape (identity when None).
     """
-    return RWMH(*bind(init, build_kernel(), logdensity_fn, step_size, chol))
+    return build_sampling_algorithm(build_kernel(), init, logdensity_fn, (), (step_size, chol))

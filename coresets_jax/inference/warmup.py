@@ -1,6 +1,14 @@
-"""Warm-up adaptation shared by the Metropolis kernels of this package (MALA and RWMH).
+"""Warm-up: adapt a kernel's `Tuning` on the way to the target, separately from sampling.
 
-Both kernels take a global scale `step_size` and a preconditioner given by the Cholesky factor `chol` of a
+`warmup(method, logdensity_fn, num_steps, settings)` returns a pure `run(key, position, tuning) -> (state,
+tuning, acceptance)` for any registered kernel, so a construction (Coreset MCMC) or `cj.sample` can warm
+chains up once and then step them itself.
+
+- NUTS/HMC: BlackJAX's `window_adaptation` (dual averaging of the step size, diagonal mass matrix from
+  Stan's windows), started from the given diagonal inverse mass matrix and step size.
+- MALA and RWMH: the windowed scheme below.
+
+The Metropolis kernels take a global scale `step_size` and a preconditioner given by the Cholesky factor `chol` of a
 covariance C. Warm-up adapts them together, in Stan's windowed scheme:
 
 - the log scale by a Robbins–Monro recursion towards a target acceptance rate (0.574 for MALA as in LR §4
@@ -16,11 +24,16 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
+import blackjax
 import jax
 import jax.numpy as jnp
 import numpy as np
+from blackjax.adaptation.base import get_filter_adapt_info_fn
 
-__all__ = ["AdaptState", "schedule", "run_warmup"]
+from . import kernels as _kernels
+from .kernels import Tuning
+
+__all__ = ["AdaptState", "run_warmup", "schedule", "warmup"]
 
 Array = jax.Array
 
@@ -136,3 +149,36 @@ def run_warmup(step: Callable, state, position_of: Callable, key: Array, num_war
     keys = jax.random.split(key, num_warmup)
     (state, ad), acc = jax.lax.scan(body, (state, init), (keys, jnp.asarray(slow), jnp.asarray(end)))
     return state, da_final(ad.da).astype(dtype), ad.chol, jnp.mean(acc)
+
+
+def warmup(method: str, logdensity_fn: Callable, num_steps: int, settings: dict) -> Callable:
+    """`run(key, position, tuning) -> (state, tuning, mean warm-up acceptance)` for kernel `method`.
+
+    `settings` as from `kernels.check_settings`. With `num_steps = 0` the state is initialised at
+    `position` and the tuning is returned unchanged. The acceptance is NaN for NUTS/HMC (BlackJAX's
+    adaptation does not report it).
+    """
+    spec = _kernels.KERNELS[method]
+    target = float(settings["target_accept"])
+
+    def run(key, position, tuning: Tuning):
+        nan = jnp.asarray(jnp.nan, position.dtype)
+        if num_steps == 0:
+            return _kernels.build(method, logdensity_fn, tuning, settings).init(position), tuning, nan
+        if spec.blackjax_algorithm is not None:
+            extra = {k: int(settings[k]) for k in ("max_num_doublings", "num_integration_steps") if k in settings}
+            adapt = blackjax.window_adaptation(
+                spec.blackjax_algorithm, logdensity_fn, is_mass_matrix_diagonal=True,
+                initial_inverse_mass_matrix=tuning.precond, initial_step_size=tuning.step_size,
+                target_acceptance_rate=target, adaptation_info_fn=get_filter_adapt_info_fn(), **extra)
+            (state, params), _ = adapt.run(key, position, num_steps)
+            tuned = Tuning(jnp.asarray(params["step_size"], position.dtype), params["inverse_mass_matrix"])
+            return state, tuned, nan
+        kernel = spec.build(logdensity_fn, tuning, settings)  # for its init only
+        step_fn = lambda k, s, h, chol: spec.build(logdensity_fn, Tuning(h, chol), settings).step(k, s)
+        state, h, chol, acc = run_warmup(step_fn, kernel.init(position), lambda s: s.position, key, num_steps,
+                                         target, tuning.step_size, tuning.precond,
+                                         spec.reference_step_size(position.shape[0]))
+        return state, Tuning(h, chol), acc
+
+    return run

@@ -1,0 +1,152 @@
+"""One registry of constructions, for both kinds of method.
+
+A construction declares what it needs and how to make its pure core:
+
+- `needs="vectors"`: a Hilbert-coreset solver on projected vectors V (HC Eq. 3.2). `make(size, **options)`
+  returns a `solvers.base.Solver`; `cj.build`, `cj.build_fn`, `cj.merged_coreset` and `cj.stream_coreset`
+  drive it with `solvers.base.run`.
+- `needs="posterior"`: a construction that samples the coreset posterior pi_w itself (Sparse VI, Coreset
+  MCMC, quasi-Newton). `make(model, size, **options)` returns a pure
+
+      solve(key, data, data_weights, start) -> (indices, weights, info)
+
+  where `data_weights` (N,) weights the rows of the full-data target (ones for a dataset, the merged weights
+  in a streaming reduction, 0 on padding) and `start` is a `Start(mean, cov)` from pi_hat that starts and
+  preconditions chains. `cj.coreset`, `cj.coreset_fn`, `cj.merged_coreset(model=..., data=...)` and
+  `cj.stream_coreset` drive it.
+
+Both kinds declare whether they are random (then a key is required) and their options, which are read off
+`make`'s keyword parameters, so `cj.build`, `cj.coreset` and the CLI validate options by one rule. A new
+method is one file plus one `register` call; compositions accept a `Construction` object wherever they take a
+method name.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any, Callable, NamedTuple
+
+import jax
+
+__all__ = ["Construction", "METHODS", "POSTERIOR_METHODS", "Start", "methods", "register", "resolve"]
+
+KINDS = ("vectors", "posterior")
+
+
+class Start(NamedTuple):
+    """pi_hat's Gaussian summary for a posterior-driven construction: chain starts and preconditioning."""
+
+    mean: jax.Array
+    cov: jax.Array
+
+
+class Construction(NamedTuple):
+    """A coreset construction.
+
+    Attributes:
+      name: the method name (`cj.build(..., method=name)`).
+      make: `(size, **options) -> Solver` for vectors; `(model, size, **options) -> solve` for posterior.
+      needs: "vectors" or "posterior".
+      random: whether the result depends on the key (then `cj.build` requires one).
+      description: one line for `coresets-jax info` and error messages.
+    """
+
+    name: str
+    make: Callable[..., Any]
+    needs: str = "vectors"
+    random: bool = False
+    description: str = ""
+
+    @property
+    def options(self) -> dict:
+        """Option names with their defaults, from `make`'s keyword parameters."""
+        skip = {"size", "model"}
+        params = inspect.signature(self.make).parameters.values()
+        return {p.name: p.default for p in params
+                if p.name not in skip and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+    def check_options(self, options: dict) -> tuple:
+        """Options as a sorted, hashable tuple; ValueError for an unknown name or a non-static value."""
+        allowed = self.options
+        for name, value in options.items():
+            if name not in allowed:
+                raise ValueError(f"{name}: not an option of method {self.name!r}; its options are "
+                                 f"{sorted(allowed)}")
+            if isinstance(value, (list, dict, set, jax.Array)) or hasattr(value, "__array__"):
+                raise ValueError(f"{name}: options must be plain Python scalars or strings, got "
+                                 f"{type(value).__name__}")
+        return tuple(sorted(options.items()))
+
+
+_REGISTRY: dict[str, Construction] = {}
+
+
+def register(construction: Construction, *, replace: bool = False) -> Construction:
+    """Add a construction under its name (ValueError if the name is taken, unless `replace`)."""
+    if not isinstance(construction, Construction):
+        raise ValueError(f"construction: expected a cj.Construction, got {type(construction).__name__}")
+    if construction.needs not in KINDS:
+        raise ValueError(f"construction.needs: expected one of {list(KINDS)}, got {construction.needs!r}")
+    if not callable(construction.make):
+        raise ValueError("construction.make: must be callable")
+    if construction.name in _REGISTRY and not replace:
+        raise ValueError(f"construction.name: {construction.name!r} is already registered; pass "
+                         "replace=True to override it")
+    _REGISTRY[construction.name] = construction
+    return construction
+
+
+def resolve(method: Any, needs: str | None = None, argument: str = "method") -> Construction:
+    """The `Construction` for a registered name or a `Construction` object.
+
+    With `needs`, a method of the other kind raises a ValueError that says where it can be used.
+    """
+    if isinstance(method, Construction):
+        construction = method
+    elif isinstance(method, str) and method in _REGISTRY:
+        construction = _REGISTRY[method]
+    else:
+        raise ValueError(f"{argument}: unknown value {method!r}; expected one of {sorted(_REGISTRY)} or a "
+                         "cj.Construction")
+    if needs is not None and construction.needs != needs:
+        if construction.needs == "posterior":
+            raise ValueError(f"{argument}: {construction.name!r} samples the coreset posterior, so it needs "
+                             "the model and data, not projected vectors: use cj.coreset(model, data, ...)")
+        raise ValueError(f"{argument}: {construction.name!r} works on projected vectors; use cj.build, "
+                         "or cj.coreset to project first")
+    return construction
+
+
+class _Names(Sequence):
+    """A live, read-only view of the registered names of one kind (it sees later `register` calls)."""
+
+    def __init__(self, needs: str):
+        self._needs = needs
+
+    def _names(self) -> tuple:
+        return tuple(n for n, c in _REGISTRY.items() if c.needs == self._needs)
+
+    def __getitem__(self, i):
+        return self._names()[i]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __eq__(self, other) -> bool:
+        return tuple(self) == tuple(other)
+
+    def __hash__(self):
+        return hash(self._names())
+
+    def __repr__(self) -> str:
+        return repr(self._names())
+
+
+METHODS = _Names("vectors")              # what `cj.build` accepts
+POSTERIOR_METHODS = _Names("posterior")  # what only `cj.coreset` accepts
+
+
+def methods() -> dict[str, Construction]:
+    """Every registered construction by name."""
+    return dict(_REGISTRY)
