@@ -301,6 +301,10 @@ def plot(res, out_dir, stem):
 def _extra(p):
     p.add_argument("--only", choices=("closed_form", "glm"), default=None,
                    help="run only the closed-form cases (Gaussian, RBF, Fig. 4) or only the GLM case")
+    p.add_argument("--glm-datasets", default=None, help="comma-separated subset of the GLM files")
+    p.add_argument("--K", default=None, help="comma-separated K values for the GLM case")
+    p.add_argument("--closed-form-K", default=None, help="comma-separated K values for the Gaussian and RBF cases")
+    p.add_argument("--no-speedup", action="store_true", help="skip the batched-versus-loop timing")
     p.add_argument("--merge", nargs=2, default=None, metavar=("CLOSED_FORM_JSON", "GLM_JSON"),
                    help="join the two parts (run in parallel processes) into iht.json and plot")
 
@@ -331,6 +335,13 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
         glm = ((5, 20, 100), 500, GLM, (10,))
         conv = (600, 200, 200, 300)
         speed_batch = 16
+    if args.closed_form_K:
+        Kc = tuple(int(k) for k in args.closed_form_K.split(","))
+        g, rbf = (g[0], g[1], Kc), (rbf[0], Kc)
+    if args.glm_datasets or args.K:
+        names = glm[2] if not args.glm_datasets else tuple(d for d in GLM if d[0] in args.glm_datasets.split(","))
+        Ks = glm[0] if not args.K else tuple(int(k) for k in args.K.split(","))
+        glm = (Ks, glm[1], names, tuple(k for k in glm[3] if k <= max(Ks)))
     t0 = time.perf_counter()
     res = {"experiment": "IHT §5 (Figs. 1, 3, 4 and appendix D)", "quick": bool(args.quick), "trials": trials,
            "paper_trials": {"gaussian": 10, "rbf": 10, "glm": 20}, "environment": common.environment()}
@@ -346,7 +357,7 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
         K = g[2][-1]
         sk = jax.random.split(jax.random.key(9), speed_batch)
         res["batched_speedup"] = {}
-        for label, method in (("A-IHT II", "iht2"), ("GIGA", "giga")):
+        for label, method in () if args.no_speedup else (("A-IHT II", "iht2"), ("GIGA", "giga")):
             solve = cj_solver(method, K)
 
             def trial(key, solve=solve):
