@@ -3,6 +3,9 @@
 from .gaussian import gaussian_mean, gaussian_mean_fisher_vectors, gaussian_mean_posterior
 from .glm import logistic_regression, poisson_regression
 from .linear_regression import linear_regression, linear_regression_posterior
+from . import rbf, vmf
+from .rbf import exact_centered_vectors, rbf_basis, rbf_features, rbf_posterior, rbf_regression
+from .vmf import vmf_mixture
 
 __all__ = [
     "gaussian_mean",
@@ -12,4 +15,12 @@ __all__ = [
     "linear_regression_posterior",
     "logistic_regression",
     "poisson_regression",
+    "exact_centered_vectors",
+    "rbf",
+    "rbf_basis",
+    "rbf_features",
+    "rbf_posterior",
+    "rbf_regression",
+    "vmf",
+    "vmf_mixture",
 ]

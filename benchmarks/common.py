@@ -1,0 +1,193 @@
+"""Shared set-up of the paper benchmarks: environment record, timing, batched-trial speed-up, JSON and PNG.
+
+Every benchmark script has `main(argv=None, *, quick=None, out_dir=None) -> dict` so a test can run its
+quick mode in-process, and writes `<out_dir>/<stem>.json` and `<out_dir>/<stem>.png`.
+
+Timing rules (shared/notes.md): the first call of a jitted function is reported as `compile_s` (trace,
+compile and one run); later calls are timed with `block_until_ready` and summarised by their median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import time
+from typing import Any, Callable, Optional, Sequence
+
+import jax
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+DATA_DIR = os.environ.get("CORESETS_DATA", os.path.join(os.path.dirname(HERE), "..", "shared", "data"))
+
+
+def data_path(name: str) -> Optional[str]:
+    """Path of a dataset file in the shared data folder ($CORESETS_DATA), or None when it is absent."""
+    for root in (DATA_DIR, "/work/shared/data"):
+        path = os.path.join(root, name)
+        if os.path.exists(path):
+            return os.path.abspath(path)
+    return None
+
+
+def parser(doc: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
+    p.add_argument("--quick", action="store_true", help="a seconds-long smoke run (CI)")
+    p.add_argument("--trials", type=int, default=None, help="override the number of trials")
+    p.add_argument("--out", default=RESULTS, help="output folder for JSON and PNG")
+    return p
+
+
+def environment() -> dict:
+    """Device and software record written into every result file."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
+                                text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    dev = jax.devices()[0]
+    return {"jax": jax.__version__, "numpy": np.__version__, "backend": jax.default_backend(),
+            "device": str(dev), "device_kind": getattr(dev, "device_kind", ""),
+            "device_count": jax.device_count(), "cpu_count": os.cpu_count(),
+            "platform": platform.platform(), "python": platform.python_version(),
+            "x64": bool(jax.config.jax_enable_x64), "git_commit": commit,
+            "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "note": "shared 2-core CPU (several users); timings vary by +-20% run to run"}
+
+
+def block(tree: Any) -> Any:
+    return jax.tree_util.tree_map(lambda a: a.block_until_ready() if hasattr(a, "block_until_ready") else a,
+                                  tree)
+
+
+def time_fn(fn: Callable, *args, repeats: int = 3) -> dict:
+    """{"compile_s": first call (trace + compile + run), "median_s": median of `repeats` later calls}."""
+    t0 = time.perf_counter()
+    out = block(fn(*args))
+    first = time.perf_counter() - t0
+    runs = []
+    for _ in range(max(repeats, 0)):
+        t0 = time.perf_counter()
+        block(fn(*args))
+        runs.append(time.perf_counter() - t0)
+    return {"compile_s": first, "median_s": float(np.median(runs)) if runs else first, "runs_s": runs,
+            "output": out}
+
+
+def batched_speedup(trial: Callable, keys: jax.Array, *args, repeats: int = 2) -> dict:
+    """Time B trials as one `jit(vmap(trial))` call against a Python loop over `jit(trial)`, both compiled.
+
+    `trial(key, *args)` must be a pure function of the key. Returns seconds per batch for both and the
+    ratio loop / batched (> 1 means batching is faster), plus the batched outputs.
+    """
+    single = jax.jit(trial)
+    batched = jax.jit(jax.vmap(trial, in_axes=(0,) + (None,) * len(args)))
+    b = time_fn(batched, keys, *args, repeats=repeats)
+    loop = time_fn(lambda ks, *a: [single(k, *a) for k in ks], list(keys), *args, repeats=repeats)
+    return {"batch": int(keys.shape[0]), "batched_s": b["median_s"], "loop_s": loop["median_s"],
+            "batched_compile_s": b["compile_s"], "loop_compile_s": loop["compile_s"],
+            "speedup": loop["median_s"] / b["median_s"], "output": b["output"]}
+
+
+def summary(values: Sequence[float]) -> dict:
+    v = np.asarray(values, dtype=np.float64)
+    return {"median": float(np.median(v)), "q25": float(np.percentile(v, 25)),
+            "q75": float(np.percentile(v, 75)), "mean": float(np.mean(v)), "n": int(v.size)}
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items() if k != "output"}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (np.ndarray, jax.Array)):
+        return _jsonable(np.asarray(x).tolist())
+    if isinstance(x, (np.floating, float)):
+        x = float(x)
+        return x if np.isfinite(x) else None
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.bool_,)):
+        return bool(x)
+    return x
+
+
+def write_json(result: dict, out_dir: str, stem: str) -> str:
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"{stem}.json")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(_jsonable(result), f, indent=1, allow_nan=False)
+    os.replace(tmp, path)
+    return path
+
+
+def figure(nrows: int, ncols: int, size=(5.0, 4.0)):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), squeeze=False)
+    return fig, axes
+
+
+def save_figure(fig, out_dir: str, stem: str) -> str:
+    import matplotlib.pyplot as plt
+
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"{stem}.png")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def stem(name: str, quick: bool) -> str:
+    return f"{name}_quick" if quick else name
+
+
+def resolve(argv, quick, out_dir, doc: str, extra: Callable[[argparse.ArgumentParser], None] = None):
+    """Parse argv, letting keyword arguments of `main` override it (tests call main(quick=True, out_dir=...))."""
+    p = parser(doc)
+    if extra is not None:
+        extra(p)
+    args = p.parse_args([] if argv is None and (quick is not None or out_dir is not None) else argv)
+    if quick is not None:
+        args.quick = quick
+    if out_dir is not None:
+        args.out = out_dir
+    return args
+
+
+def solver_fn(method: str, size: int, **options) -> Callable:
+    """A pure `(V, key) -> (indices, weights)` for batched trials: `cj.build_fn` when the package has it,
+    else the solver registry's pure driver (`run(REGISTRY[m](size), make_problem(V), key)`)."""
+    import coresets_jax as cj
+
+    if hasattr(cj, "build_fn"):
+        solve = cj.build_fn(method, size, **options)
+
+        def pure(V, key):
+            cs = solve(V, key)
+            return cs.indices, cs.weights
+        return pure
+    from coresets_jax.solvers import REGISTRY, make_problem, run
+
+    solver = REGISTRY[method](size, **options)
+
+    def pure(V, key):
+        indices, weights, _ = run(solver, make_problem(V), key)
+        return indices, weights
+    return pure
+
+
+def dense(indices: jax.Array, weights: jax.Array, n: int) -> jax.Array:
+    """The (N,) weight vector of a fixed-capacity coreset (traceable)."""
+    import jax.numpy as jnp
+
+    return jnp.zeros(n, weights.dtype).at[indices].add(weights)

@@ -1,0 +1,87 @@
+"""Every paper benchmark runs in --quick mode in-process and writes valid JSON (and a PNG).
+
+The quick modes are tiny (a few trials, one or two sizes); their cost is mostly XLA compilation of the
+batched trial functions, so they are marked slow.
+"""
+
+import importlib.util
+import json
+import math
+import os
+import sys
+
+import pytest
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+
+
+def _load(name):
+    sys.path.insert(0, BENCH)
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", os.path.join(BENCH, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _finite_numbers(tree):
+    if isinstance(tree, dict):
+        for v in tree.values():
+            yield from _finite_numbers(v)
+    elif isinstance(tree, list):
+        for v in tree:
+            yield from _finite_numbers(v)
+    elif isinstance(tree, (int, float)) and not isinstance(tree, bool):
+        yield tree
+
+
+def _check(name, tmp_path, required):
+    res = _load(name).main(quick=True, out_dir=str(tmp_path))
+    stem = f"{name}_quick"
+    with open(tmp_path / f"{stem}.json") as f:
+        data = json.load(f)  # valid JSON (NaN/inf are written as null, never as bare tokens)
+    assert data["quick"] is True
+    assert (tmp_path / f"{stem}.png").stat().st_size > 1000
+    for key in required:
+        assert key in data, key
+    assert "environment" in data and data["environment"]["jax"]
+    nums = list(_finite_numbers(data))
+    assert nums and all(math.isfinite(x) for x in nums)
+    for sp in data["batched_speedup"].values():
+        assert sp["batched_s"] > 0 and sp["loop_s"] > 0 and sp["speedup"] > 0
+    return res, data
+
+
+@pytest.mark.slow
+def test_gaussian_quick(tmp_path):
+    _, data = _check("gaussian", tmp_path, ["kl_vs_M", "kl_vs_J", "fw_log_kl_slope_per_point"])
+    kl = data["kl_vs_M"]
+    # exact vectors have rank D + 1 = 3: GIGA reaches the exact posterior within M = 5, far below Rand
+    assert kl["GIGA"]["5"]["median"] < 1e-6 < kl["Rand"]["5"]["median"]
+    check = data["kl_formula_check"]
+    assert math.isclose(check["isotropic"], check["cj.metrics.gaussian_kl"], rel_tol=1e-8)
+
+
+@pytest.mark.slow
+def test_iht_quick(tmp_path):
+    _, data = _check("iht", tmp_path, ["gaussian", "rbf", "glm", "convergence"])
+    conv = data["convergence"]
+    assert min(conv["A-IHT II"]) <= conv["A-IHT II"][0]
+
+
+@pytest.mark.slow
+def test_regression_quick(tmp_path):
+    _check("regression", tmp_path, ["datasets", "M"])
+
+
+@pytest.mark.slow
+def test_logistic_sensitivity_quick(tmp_path):
+    _, data = _check("logistic_sensitivity", tmp_path, ["posterior", "scaling"])
+    s = data["scaling"]["mean_sensitivity_vs_R"]
+    for per_k in s.values():  # Lemma 3.1: the bound grows with R
+        vals = list(per_k.values())
+        assert vals == sorted(vals)
+
+
+@pytest.mark.slow
+def test_clustering_quick(tmp_path):
+    _check("clustering", tmp_path, ["w1_normalized", "nll_normalized"])
