@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-__all__ = ["take_data", "take_rows", "top_k"]
+__all__ = ["inverse_cdf", "take_data", "take_rows", "top_k"]
 
 Array = jax.Array
 
@@ -54,6 +54,8 @@ def take_rows(x: Array, idx: Array) -> Array:
         own = (j >= 0) & (j < n)
         rows = xl[jnp.clip(j, 0, n - 1)]
         own = own.reshape(own.shape + (1,) * (rows.ndim - own.ndim))
+        if rows.dtype == jnp.bool_:  # psum promotes booleans to integers: sum as int32, then back
+            return jax.lax.psum(jnp.where(own, rows, False).astype(jnp.int32), axes) > 0
         return jax.lax.psum(jnp.where(own, rows, jnp.zeros_like(rows)), axes)
 
     spec = P(axes)
@@ -80,6 +82,27 @@ def top_k(x: Array, k: int) -> tuple[Array, Array]:
         return best, idx[pos]
 
     return jax.shard_map(local, in_specs=P(axes), out_specs=(P(), P()), check_vma=False)(x)
+
+
+def inverse_cdf(weights: Array, u: Array) -> Array:
+    """For each u, the number of entries of cumsum(weights) that are <= u: the row an inverse-CDF draw with
+    uniform u * sum(weights) lands on (`searchsorted(cumsum(w), u, side="right")`).
+
+    Under a data mesh: each device scans its own rows offset by the totals of the devices before it (an
+    all-gather of one float per device), counts locally, and a `psum` of the counts gives the global answer;
+    the weights are never gathered.
+    """
+    axes = _current_axes(weights.shape[0])
+    if axes is None:
+        return jnp.searchsorted(jnp.cumsum(weights), u, side="right")
+
+    def local(wl, u):
+        cdf = jnp.cumsum(wl)
+        totals = jax.lax.all_gather(cdf[-1], axes, tiled=False)
+        offset = jnp.sum(jnp.where(jnp.arange(totals.shape[0]) < jax.lax.axis_index(axes), totals, 0.0))
+        return jax.lax.psum(jnp.searchsorted(cdf + offset, u, side="right"), axes)
+
+    return jax.shard_map(local, in_specs=(P(axes), P()), out_specs=P(), check_vma=False)(weights, u)
 
 
 def take_data(data: Any, idx: Array) -> Any:

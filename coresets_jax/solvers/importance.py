@@ -10,6 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from ..core.rows import inverse_cdf, take_rows
 from .base import Problem, Solver, aggregate_draws, one_shot
 
 __all__ = ["importance"]
@@ -20,10 +21,11 @@ def importance(size: int) -> Solver:
         sigma_n = problem.norms
         sigma = jnp.sum(sigma_n)
         # Inverse-CDF draws: O(N + M log N) memory and time, where categorical(shape=(M,)) builds M x N noise.
-        cdf = jnp.cumsum(jnp.where(problem.valid, sigma_n, 0.0))
-        u = jax.random.uniform(key, (size,), cdf.dtype) * cdf[-1]
-        draws = jnp.minimum(jnp.searchsorted(cdf, u, side="right"), sigma_n.shape[0] - 1)
-        amounts = sigma / (sigma_n[draws] * size)
+        # Mesh-aware (core.rows): under a data mesh the norms are never gathered.
+        p = jnp.where(problem.valid, sigma_n, 0.0)
+        u = jax.random.uniform(key, (size,), p.dtype) * jnp.sum(p)
+        draws = jnp.minimum(inverse_cdf(p, u), sigma_n.shape[0] - 1)
+        amounts = sigma / (take_rows(sigma_n, draws) * size)
         return aggregate_draws(draws, amounts, problem.target.dtype)
 
     return one_shot(construct)

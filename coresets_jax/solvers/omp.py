@@ -176,7 +176,7 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
         err = jnp.dot(resid, resid) / jnp.maximum(jnp.dot(problem.target, problem.target), jnp.finfo(dtype).tiny)
         # rows whose weight fell to 0 leave the support (and may be selected again)
         keep = active & (x > 0)
-        chosen = s.chosen.at[f].set(s.chosen[f] | add)
+        chosen = s.chosen.at[f].set(take_rows(s.chosen, f) | add)
         chosen = chosen.at[indices].set(jnp.where(active & ~keep, False, take_rows(chosen, indices)))
         indices, x, gram, rhs = _compact(keep, (indices, (0,)), (x, (0,)), (gram, (0, 1)), (rhs, (0,)))
         count = jnp.sum(keep).astype(t.dtype)
