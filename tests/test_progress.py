@@ -9,7 +9,7 @@ from jax import lax
 
 import coresets_jax as cj
 from coresets_jax import progress
-from coresets_jax.solvers import REGISTRY, make_problem, run
+from coresets_jax.solvers import giga, make_problem, run
 
 
 class FakeBar:
@@ -93,7 +93,7 @@ def test_solver_driver_and_projection_unchanged(shown, monkeypatch):
     thetas = jnp.array([[3.0, 3.0, 0.0], [2.5, 3.5, 0.2], [3.1, 2.9, -0.1]])
     V_on = cj.project(model, ds.train, thetas, key=jax.random.key(1), chunk_size=300)
     assert [(d, n) for d, n, _ in log] == [("projection (rows)", n) for n in (300, 600, 900, 1000)]
-    solver = REGISTRY["giga"](30)
+    solver = giga(30)
     solve = jax.jit(lambda V, key: run(solver, make_problem(V), key))
     keys = jax.random.split(jax.random.key(2), 4)
     on = jax.vmap(solve, in_axes=(None, 0))(V_on, keys)
