@@ -49,16 +49,18 @@ __all__ = ["kl_change", "newton_direction", "quasi_newton"]
 Array = jax.Array
 
 
-def newton_direction(coreset_lls: Array, target: Array, weights: Array, tau) -> tuple[Array, Array]:
+def newton_direction(coreset_lls: Array, target: Array, weights: Array, tau, live=None) -> tuple[Array, Array]:
     """(G^{-1} g, g) from S samples of pi_w (Naik et al. Eqs. 6-7).
 
     Args:
       coreset_lls: (S, M) L_m(theta_s).
       target: (S,) the (estimated) full-data log-likelihood sum_n u_n L_n(theta_s).
-      weights: (M,) w; slots with w = 0 are held at 0 (their rows of G are the identity, g = 0 there).
+      weights: (M,) w.
       tau: relative regularisation: G = Cov(L) + tau * mean(diag Cov(L)) I.
+      live: (M,) bool, the slots that may move (default: all); the others (padding) have rows of G equal
+        to the identity and g = 0. A live slot at w = 0 can come back: the clip at 0 is not a mask.
     """
-    live = weights > 0
+    live = jnp.ones(weights.shape, bool) if live is None else live
     lls = jnp.where(live, coreset_lls, 0.0)
     s = lls.shape[0]
     centred = lls - jnp.mean(lls, axis=0)
@@ -81,7 +83,7 @@ def kl_change(coreset_lls: Array, target: Array, weights: Array, new_weights: Ar
     the change is sum_s a_s (w'.L_s - t_s) - mean_s (w.L_s - t_s) - logmeanexp(l) (the prior and log Z of
     the full-data posterior cancel).
     """
-    lls = jnp.where(weights > 0, coreset_lls, 0.0)
+    lls = jnp.where((weights > 0) | (new_weights > 0), coreset_lls, 0.0)
     shift = lls @ (new_weights - weights)
     log_a = jax.nn.log_softmax(shift)
     a = jnp.exp(log_a)
@@ -169,7 +171,7 @@ def quasi_newton(model: Model, size: int, kernel: str = "nuts", num_chains: int 
             idx, row_weights = draw_subsample(k_sub)
             core = lls(flat, rows).astype(dtype)
             target = lls(flat, take_data(data, idx)).astype(dtype) @ row_weights
-            direction, _ = newton_direction(core, target, state.weights, tau)
+            direction, _ = newton_direction(core, target, state.weights, tau, w0 > 0)
             direction = jnp.where(jnp.isfinite(direction), direction, 0.0)
 
             def search(_):
