@@ -75,7 +75,7 @@ def moments(x):
     return x.mean(0), np.cov(x, rowvar=False)
 
 
-def run_problem(name, args, log):
+def run_problem(name, args, log, save):
     model, data = load_problem(name, args.n, args.data_dir)
     n = int(data[0].shape[0])
     log(f"== {name}: N = {n}, D = {data[0].shape[1]}")
@@ -91,6 +91,8 @@ def run_problem(name, args, log):
     map_f = np.asarray(cj.laplace(model, data).mean, np.float64)
     log(f"   full-data NUTS {t_full:.1f} s, W1 floor {floor:.4g}")
     rows = []
+    summary = dict(problem=name, N=n, D=int(data[0].shape[1]), full_nuts_s=t_full, w1_floor=float(floor),
+                   rows=rows)
     for method in args.methods:
         if method == "sparse_vi" and n > args.sparse_vi_max_n:
             log(f"   {method}: skipped (N > {args.sparse_vi_max_n}: O(N) per weight iteration)")
@@ -119,10 +121,10 @@ def run_problem(name, args, log):
             except Exception as err:  # record, keep going: one failing method must not hide the others
                 row = dict(problem=name, method=method, size=size, error=f"{type(err).__name__}: {err}")
             rows.append(row)
+            save(summary)  # partial results survive an interrupted run
             log("   " + json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()
                                     if k != "options"}))
-    return dict(problem=name, N=n, D=int(data[0].shape[1]), full_nuts_s=t_full, w1_floor=float(floor),
-                rows=rows)
+    return summary
 
 
 def plot(results, path):
@@ -174,10 +176,10 @@ def main():
     parser.add_argument("--tag", default="")
     args = parser.parse_args()
     if args.quick:
-        args.problems = args.problems or ["synth_logistic", "synth_poisson"]
-        args.n = min(args.n, 2000)
-        args.sizes = args.sizes or [20, 50]
-        args.samples, args.warmup = args.samples or 200, args.warmup or 200
+        args.problems = args.problems or ["synth_logistic"]
+        args.n = min(args.n, 1000)
+        args.sizes = args.sizes or [20]
+        args.samples, args.warmup = args.samples or 100, args.warmup or 100
         args.tag = args.tag or "_quick"
     else:
         args.problems = args.problems or ["synth_logistic", "biketrips_large"]
@@ -194,11 +196,19 @@ def main():
     results = dict(device=device, command=" ".join(["python benchmarks/sota.py"] + os.sys.argv[1:]),
                    config={k: v for k, v in vars(args).items()}, problems=[])
     start = time.perf_counter()
-    for name in args.problems:
-        results["problems"].append(run_problem(name, args, log))
-    results["wall_s"] = time.perf_counter() - start
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     base = os.path.join(HERE, "results", f"sota{args.tag}")
+
+    def save(current):
+        done = [p for p in results["problems"] if p["problem"] != current["problem"]]
+        out = dict(results, problems=done + [current], wall_s=time.perf_counter() - start)
+        with open(base + ".json", "w") as f:
+            json.dump(out, f, indent=1)
+        plot(out, base + ".png")
+
+    for name in args.problems:
+        results["problems"].append(run_problem(name, args, log, save))
+    results["wall_s"] = time.perf_counter() - start
     with open(base + ".json", "w") as f:
         json.dump(results, f, indent=1)
     plot(results, base + ".png")
