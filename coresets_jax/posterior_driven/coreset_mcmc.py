@@ -1,15 +1,18 @@
 """Coreset MCMC (Chen & Campbell, AISTATS 2024), with the learning-rate-free Hot DoG step (Chen, Huggins &
 Campbell, arXiv 2410.18973) as the default optimiser.
 
+The papers' full texts are not in /work/shared/papers; algorithm references below follow their published
+descriptions, and no equation numbers are claimed.
+
 1. Subsample M rows with probability proportional to the data weights u (uniform for a plain dataset),
-   without replacement, and give each the weight sum(u) / M (Chen & Campbell Alg. 1, line 1).
+   without replacement, and give each the weight sum(u) / M (Chen & Campbell, Algorithm 1).
 2. Start K >= 2 chains of any registered kernel ("mala" default, "nuts", "hmc", "rwmh") from pi_hat and warm
    their tuning up for `num_warmup` steps against pi_{w_0}, with the weights held at w_0 (the "hot start":
    the chains reach pi_w before the first gradient is taken, so early gradients are not biased by the
    initialisation; see below).
-3. Each of `num_iters` iterations (Chen & Campbell Alg. 1): step every chain once against the current pi_w
+3. Each of `num_iters` iterations (Chen & Campbell, Algorithm 1): step every chain once against the current pi_w
    (`inference.step_chains`, which refreshes the cached density because w moved); draw an S-point data
-   subsample with probabilities u_n / sum(u); estimate the KL gradient (Chen & Campbell Eq. 5)
+   subsample with probabilities u_n / sum(u); estimate the KL gradient (the Coreset MCMC gradient estimate)
 
        g_m = -Cov_k( L_m(theta_k), (sum(u)/S) sum_s L_{n_s}(theta_k) - sum_m' w_m' L_m'(theta_k) )
 
@@ -62,7 +65,7 @@ OPTIMIZERS = ("hot_dog", "adam")
 
 
 def kl_gradient(coreset_lls: Array, subsample_lls: Array, weights: Array, subsample_weights: Array) -> Array:
-    """The Coreset MCMC estimate of grad_w KL(pi_w || pi) (Chen & Campbell Eq. 5).
+    """The Coreset MCMC estimate of grad_w KL(pi_w || pi) (Chen & Campbell, Algorithm 1).
 
     Args:
       coreset_lls: (K, M) L_m(theta_k) at the K chain states.
@@ -94,7 +97,7 @@ class HotDoGState(NamedTuple):
 
 
 def hot_dog(r: float = 1e-3) -> optax.GradientTransformation:
-    """Coordinate-wise distance-over-gradients step (module docstring; DoG: Ivgi et al. 2023, Eq. 1).
+    """Coordinate-wise distance-over-gradients step (module docstring; DoG: Ivgi, Hinder & Carmon 2023).
 
     `update(grads, state, params)` needs the params (the distance is measured from w_0).
     """

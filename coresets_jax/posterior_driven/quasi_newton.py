@@ -1,5 +1,6 @@
 """Quasi-Newton coresets (Naik, Rousseau & Campbell, NeurIPS 2022, "Fast Bayesian coresets via subsampling
-and quasi-Newton refinement", Algorithm 1).
+and quasi-Newton refinement", Algorithm 1; the full text is not in /work/shared/papers, so no equation
+numbers are claimed).
 
 1. Subsample M rows with probability proportional to the data weights u (uniform for a plain dataset),
    without replacement, each weighted sum(u) / M (N / M for a plain dataset).
@@ -9,7 +10,7 @@ and quasi-Newton refinement", Algorithm 1).
      `draws` steps whose states are kept: S = K * draws samples theta_s;
    - draw a data subsample (probabilities u_n / sum(u), size `subsample`) and estimate the full-data log
      likelihood t_s = (sum(u) / S') sum_{s'} L_{n_s'}(theta_s) at each sample;
-   - form (Naik et al. Eqs. 6-7), with sample covariances over the S draws,
+   - form, with sample covariances over the S draws,
          G = Cov(L_m, L_m') + tau I,        g = -Cov(L_m, t - sum_m' w_m' L_m')      (g: the KL gradient)
      where tau = `tau` * mean_m Cov(L_m, L_m) (relative, so one default fits every likelihood scale);
    - update w <- max(w - alpha_t G^{-1} g, 0).
@@ -50,7 +51,7 @@ Array = jax.Array
 
 
 def newton_direction(coreset_lls: Array, target: Array, weights: Array, tau, live=None) -> tuple[Array, Array]:
-    """(G^{-1} g, g) from S samples of pi_w (Naik et al. Eqs. 6-7).
+    """(G^{-1} g, g) from S samples of pi_w (Naik et al., Algorithm 1).
 
     Args:
       coreset_lls: (S, M) L_m(theta_s).
