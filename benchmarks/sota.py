@@ -26,13 +26,15 @@ import os
 import platform
 import time
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-
-import coresets_jax as cj
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # this checkout's package, not another installed copy
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+import coresets_jax as cj  # noqa: E402
 METHODS = ("uniform", "giga", "iht2", "omp", "sparse_vi", "quasi_newton", "coreset_mcmc")
 HILBERT = ("giga", "iht2", "omp")
 POSTERIOR = ("sparse_vi", "quasi_newton", "coreset_mcmc")
@@ -193,7 +195,7 @@ def main():
 
     device = (f"{jax.devices()[0].platform.upper()} ({jax.devices()[0].device_kind}), {os.cpu_count()} "
               f"logical cores shared with other jobs, {platform.machine()}")
-    results = dict(device=device, command=" ".join(["python benchmarks/sota.py"] + os.sys.argv[1:]),
+    results = dict(device=device, command=" ".join(["python benchmarks/sota.py"] + sys.argv[1:]),
                    config={k: v for k, v in vars(args).items()}, problems=[])
     start = time.perf_counter()
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
