@@ -4,10 +4,20 @@ size, **options)` returns a pure `solve(key, data, data_weights, start)`, regist
 """
 
 from ..registry import Construction, register
+from .coreset_mcmc import coreset_mcmc
+from .quasi_newton import quasi_newton
 from .sparse_vi import sparse_vi
 
 register(Construction("sparse_vi", sparse_vi, needs="posterior", random=True,
                       description="Sparse VI (Campbell & Beronov 2019): greedy selection + SGD on KL"),
          replace=True)
 
-__all__ = ["sparse_vi"]
+register(Construction("coreset_mcmc", coreset_mcmc, needs="posterior", random=True,
+                      description="Coreset MCMC (Chen & Campbell 2024): chains on pi_w + Hot DoG weight updates"),
+         replace=True)
+
+register(Construction("quasi_newton", quasi_newton, needs="posterior", random=True,
+                      description="Quasi-Newton coresets (Naik, Rousseau & Campbell 2022): subsample + Newton on KL"),
+         replace=True)
+
+__all__ = ["coreset_mcmc", "quasi_newton", "sparse_vi"]

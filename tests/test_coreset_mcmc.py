@@ -1,0 +1,119 @@
+"""Coreset MCMC (Chen & Campbell 2024) with Hot DoG: the gradient estimator against its closed form, the
+optimiser on a quadratic, the Gaussian-mean KL against uniform and Hilbert coresets, and the compositions."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import coresets_jax as cj
+from coresets_jax.posterior_driven.coreset_mcmc import hot_dog, kl_gradient, subsampler
+
+
+def exact_gradient_numpy(y, u, dense_w, core_idx):
+    """-Cov_{pi_w}(L_m, sum_n (u_n - w_n) L_n) for the Gaussian mean model (identity covariances).
+
+    L_n = -|y_n - theta|^2 / 2 + c and theta ~ N(mu, Sigma) give
+    Cov(L_m, L_n) = (y_m - mu)' Sigma (y_n - mu) + tr(Sigma^2) / 2 (Gaussian moments up to order four).
+    """
+    d = y.shape[1]
+    precision = 1.0 + dense_w.sum()
+    mu = dense_w @ y / precision
+    sigma = np.eye(d) / precision
+    ym = y[core_idx] - mu
+    cov = ym @ sigma @ (y - mu).T + 0.5 * np.trace(sigma @ sigma)
+    return -cov @ (u - dense_w)
+
+
+def test_kl_gradient_is_unbiased_against_the_closed_form_covariance():
+    D, N, M, K, S, R = 2, 30, 5, 4, 8, 4000
+    y = np.asarray(cj.data.synthetic_gaussian(jax.random.key(0), N, dim=D, mean=jnp.ones(D)), np.float64)
+    rng = np.random.default_rng(0)
+    core_idx = rng.choice(N, M, replace=False)
+    w = rng.uniform(2.0, 10.0, M)
+    u = rng.uniform(0.5, 1.5, N)  # non-uniform data weights: the subsample must follow them
+    dense = np.zeros(N)
+    dense[core_idx] = w
+    expected = exact_gradient_numpy(y, u, dense, core_idx)
+
+    model = cj.models.gaussian_mean(D)
+    mean, cov = cj.models.gaussian_mean_posterior(jnp.asarray(y, jnp.float32), jnp.asarray(dense, jnp.float32))
+    yj, wj = jnp.asarray(y, jnp.float32), jnp.asarray(w, jnp.float32)
+    draw = subsampler(jnp.asarray(u, jnp.float32), S, jnp.float32)
+    lls = jax.vmap(lambda th, rows: cj.log_likelihoods(model, th, rows), in_axes=(0, None))
+
+    def estimate(key):
+        k_theta, k_sub = jax.random.split(key)
+        thetas = mean + jax.random.normal(k_theta, (K, D)) * jnp.sqrt(cov[0, 0])  # exact draws of pi_w
+        idx, row_weights = draw(k_sub)
+        return kl_gradient(lls(thetas, yj[core_idx]), lls(thetas, yj[idx]), wj, row_weights)
+
+    g = np.asarray(jax.jit(jax.vmap(estimate))(jax.random.split(jax.random.key(1), R)), np.float64)
+    se = g.std(0, ddof=1) / np.sqrt(R)
+    assert np.all(np.abs(g.mean(0) - expected) < 5 * se), (g.mean(0), expected, se)
+    # Not vacuous: the gradient is many standard errors away from 0.
+    assert np.max(np.abs(expected) / se) > 10
+
+
+def test_hot_dog_converges_on_a_quadratic_without_a_learning_rate():
+    target = jnp.array([50.0, 0.5, 5.0])
+    opt = hot_dog(1e-3)
+    x = jnp.array([10.0, 10.0, 10.0])
+
+    def body(carry, _):
+        x, state = carry
+        updates, state = opt.update(x - target, state, x)  # gradient of |x - target|^2 / 2
+        return (x + updates, state), None
+
+    (x, _), _ = jax.lax.scan(body, (x, opt.init(x)), None, length=300)
+    np.testing.assert_allclose(np.asarray(x), np.asarray(target), rtol=1e-2)
+
+
+def test_coreset_mcmc_options_are_checked():
+    model = cj.models.gaussian_mean(2)
+    y = jnp.zeros((10, 2))
+    for bad, match in [(dict(kernel="gibbs"), "kernel"), (dict(num_chains=1), "num_chains"),
+                       (dict(optimizer="sgd"), "optimizer"), (dict(learning_rate=0.0), "learning_rate"),
+                       (dict(num_iters=0), "num_iters")]:
+        with pytest.raises(ValueError, match=match):
+            cj.coreset(model, y, 2, "coreset_mcmc", **bad)
+
+
+def test_coreset_mcmc_through_coreset_merged_and_stream():
+    ds = cj.data.synthetic_logistic(jax.random.key(0), 300)
+    model, data = cj.models.logistic_regression(), ds.train
+    n = data[0].shape[0]
+    opts = dict(num_iters=30, num_warmup=30, num_draws=5, subsample=20)
+    cs = cj.coreset(model, data, 10, "coreset_mcmc", key=jax.random.key(1), **opts)
+    merged = cj.merged_coreset(None, 4, 3, "coreset_mcmc", jax.random.key(2), model=model, data=data, **opts)
+    chunks = [jax.tree_util.tree_map(lambda a: a[i:i + 100], data) for i in range(0, n, 100)]
+    thetas = cj.laplace(model, chunks[0]).sample(jax.random.key(3), 20)
+    streamed = cj.stream_coreset(model, chunks, 8, thetas, jax.random.key(4), method="coreset_mcmc", **opts)
+    for c in (cs, merged, streamed):
+        w, idx = np.asarray(c.weights), np.asarray(c.indices)
+        assert np.all(np.isfinite(w)) and np.all(w >= 0) and w.sum() > 0
+        assert np.all((idx >= 0) & (idx < n))
+    assert cs.info["samples"].shape == (4, 5, data[0].shape[1])
+    assert np.all(np.isfinite(np.asarray(cs.info["samples"])))
+
+
+@pytest.mark.slow
+def test_coreset_mcmc_gaussian_kl_beats_uniform_and_is_near_the_best_hilbert_method():
+    D, N, M = 5, 500, 20
+    y = cj.data.synthetic_gaussian(jax.random.key(0), N, dim=D, mean=jnp.ones(D))
+    model = cj.models.gaussian_mean(D)
+    mean, cov = cj.models.gaussian_mean_posterior(y)
+    kl = lambda w: float(cj.metrics.gaussian_kl(mean, cov, *cj.models.gaussian_mean_posterior(y, w)))
+    default, full, unif, hilbert = [], [], [], []
+    for seed in range(5):
+        key = jax.random.key(seed)
+        default.append(kl(cj.coreset(model, y, M, "coreset_mcmc", key=key).dense(N)))
+        # subsample >= N: the exact full-data residual, so only the chains' noise is left.
+        full.append(kl(cj.coreset(model, y, M, "coreset_mcmc", key=key, subsample=N).dense(N)))
+        unif.append(kl(cj.build(jnp.ones((N, 2)), M, "uniform", key=key).dense(N)))
+        hilbert.append(min(kl(cj.coreset(model, y, M, m, key=key).dense(N)) for m in ("giga", "iht")))
+    assert np.median(default) < np.median(unif), (default, unif)
+    assert np.median(full) < np.median(unif), (full, unif)
+    # GIGA/IHT are exact here up to float32 (pi_hat = Laplace = the posterior, M > D + 1): KL ~ 1e-6.
+    # "Within 2x" then needs an absolute floor; 0.01 nats is 1/5000 of uniform's KL.
+    assert np.median(full) <= 2 * np.median(hilbert) + 0.01, (full, hilbert)

@@ -1,0 +1,120 @@
+"""Quasi-Newton coresets (Naik, Rousseau & Campbell 2022): one step against a plain-NumPy Newton step, the
+Gaussian-mean KL against uniform subsampling, and the compositions."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import coresets_jax as cj
+from coresets_jax.posterior_driven.quasi_newton import kl_change, newton_direction
+
+
+def gaussian_lls_numpy(thetas, rows):
+    d = rows.shape[1]
+    return -0.5 * ((thetas[:, None, :] - rows[None, :, :]) ** 2).sum(-1) - 0.5 * d * np.log(2 * np.pi)
+
+
+def newton_step_numpy(thetas, y, core_idx, w, tau):
+    """w - G^{-1} g with G = Cov(L_core) + tau mean(diag) I, g = -Cov(L_core, sum_n L_n - w.L_core)."""
+    core = gaussian_lls_numpy(thetas, y[core_idx])
+    full = gaussian_lls_numpy(thetas, y).sum(1)
+    c = np.cov(np.column_stack([core, full - core @ w]), rowvar=False)
+    m = len(w)
+    G = c[:m, :m] + tau * np.trace(c[:m, :m]) / m * np.eye(m)
+    g = -c[:m, m]
+    return np.maximum(w - np.linalg.solve(G, g), 0.0)
+
+
+def test_one_step_with_exact_samples_matches_numpy_newton_and_reaches_the_posterior():
+    D, N, M, S, tau = 2, 200, 8, 4000, 1e-3
+    y = np.asarray(cj.data.synthetic_gaussian(jax.random.key(0), N, dim=D, mean=jnp.ones(D)), np.float64)
+    rng = np.random.default_rng(1)
+    core_idx = rng.choice(N, M, replace=False)
+    w = np.full(M, N / M)
+    dense = np.zeros(N)
+    dense[core_idx] = w
+    precision = 1.0 + w.sum()
+    thetas = dense @ y / precision + rng.standard_normal((S, D)) / np.sqrt(precision)  # exact pi_w draws
+    expected = newton_step_numpy(thetas, y, core_idx, w, tau)
+
+    model = cj.models.gaussian_mean(D)
+    lls = jax.vmap(lambda th, rows: cj.log_likelihoods(model, th, rows), in_axes=(0, None))
+    t32 = jnp.asarray(thetas, jnp.float32)
+    core = lls(t32, jnp.asarray(y[core_idx], jnp.float32))
+    target = jnp.sum(lls(t32, jnp.asarray(y, jnp.float32)), axis=1)
+    direction, _ = newton_direction(core, target, jnp.asarray(w, jnp.float32), tau)
+    got = np.maximum(w - np.asarray(direction, np.float64), 0.0)
+    np.testing.assert_allclose(got, expected, rtol=2e-2, atol=1e-2 * N / M)
+    # Theory: L_n is quadratic, so the full step lands on a coreset matching sum_n 1 and sum_n y_n, whose
+    # pi_w is the full-data posterior (HC Eq. 6.4).
+    np.testing.assert_allclose(got.sum(), N, rtol=1e-2)
+    np.testing.assert_allclose(got @ y[core_idx], y.sum(0), rtol=2e-2)
+
+
+def test_kl_change_estimate_matches_the_closed_form_gaussian_kl():
+    D, N, M, S = 2, 100, 6, 20000
+    y = np.asarray(cj.data.synthetic_gaussian(jax.random.key(2), N, dim=D, mean=jnp.ones(D)), np.float64)
+    rng = np.random.default_rng(3)
+    core_idx = rng.choice(N, M, replace=False)
+    w = np.full(M, N / M)
+    w_new = w * rng.uniform(0.9, 1.1, M)
+    model = cj.models.gaussian_mean(D)
+
+    def kl(weights):
+        dense = np.zeros(N)
+        dense[core_idx] = weights
+        q = cj.models.gaussian_mean_posterior(jnp.asarray(y, jnp.float32), jnp.asarray(dense, jnp.float32))
+        return float(cj.metrics.gaussian_kl(*q, *cj.models.gaussian_mean_posterior(jnp.asarray(y, jnp.float32))))
+
+    precision = 1.0 + w.sum()
+    dense = np.zeros(N)
+    dense[core_idx] = w
+    thetas = dense @ y / precision + rng.standard_normal((S, D)) / np.sqrt(precision)
+    lls = jax.vmap(lambda th, rows: cj.log_likelihoods(model, th, rows), in_axes=(0, None))
+    t = jnp.asarray(thetas, jnp.float32)
+    change, ess = kl_change(lls(t, jnp.asarray(y[core_idx], jnp.float32)),
+                            jnp.sum(lls(t, jnp.asarray(y, jnp.float32)), axis=1), jnp.asarray(w, jnp.float32),
+                            jnp.asarray(w_new, jnp.float32))
+    assert float(ess) > S / 2
+    assert float(change) == pytest.approx(kl(w_new) - kl(w), abs=0.05 * abs(kl(w_new) - kl(w)) + 0.02)
+
+
+def test_quasi_newton_options_are_checked():
+    model = cj.models.gaussian_mean(2)
+    y = jnp.zeros((10, 2))
+    for bad, match in [(dict(kernel="gibbs"), "kernel"), (dict(num_steps=0), "num_steps"),
+                       (dict(tau=-1.0), "tau"), (dict(average=30), "average")]:
+        with pytest.raises(ValueError, match=match):
+            cj.coreset(model, y, 2, "quasi_newton", **bad)
+
+
+def test_quasi_newton_through_coreset_merged_and_stream():
+    ds = cj.data.synthetic_logistic(jax.random.key(0), 300)
+    model, data = cj.models.logistic_regression(), ds.train
+    n = data[0].shape[0]
+    opts = dict(kernel="mala", num_steps=4, draws=5, num_burn=2, num_warmup=30, subsample=50, average=2)
+    cs = cj.coreset(model, data, 10, "quasi_newton", key=jax.random.key(1), **opts)
+    merged = cj.merged_coreset(None, 4, 3, "quasi_newton", jax.random.key(2), model=model, data=data, **opts)
+    chunks = [jax.tree_util.tree_map(lambda a: a[i:i + 100], data) for i in range(0, n, 100)]
+    thetas = cj.laplace(model, chunks[0]).sample(jax.random.key(3), 20)
+    streamed = cj.stream_coreset(model, chunks, 8, thetas, jax.random.key(4), method="quasi_newton", **opts)
+    for c in (cs, merged, streamed):
+        w, idx = np.asarray(c.weights), np.asarray(c.indices)
+        assert np.all(np.isfinite(w)) and np.all(w >= 0) and w.sum() > 0
+        assert np.all((idx >= 0) & (idx < n))
+
+
+@pytest.mark.slow
+def test_quasi_newton_gaussian_kl_beats_uniform():
+    D, N, M = 5, 500, 20
+    y = cj.data.synthetic_gaussian(jax.random.key(0), N, dim=D, mean=jnp.ones(D))
+    model = cj.models.gaussian_mean(D)
+    mean, cov = cj.models.gaussian_mean_posterior(y)
+    kl = lambda w: float(cj.metrics.gaussian_kl(mean, cov, *cj.models.gaussian_mean_posterior(y, w)))
+    qn, unif = [], []
+    for seed in range(5):
+        key = jax.random.key(seed)
+        qn.append(kl(cj.coreset(model, y, M, "quasi_newton", key=key, kernel="mala", subsample=200).dense(N)))
+        unif.append(kl(cj.build(jnp.ones((N, 2)), M, "uniform", key=key).dense(N)))
+    assert np.median(qn) < 0.1 * np.median(unif), (qn, unif)
