@@ -25,34 +25,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import statistics
-import time
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-import coresets_jax as cj
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [_HERE, os.path.dirname(_HERE)]  # this checkout's coresets_jax, then common
+import coresets_jax as cj  # noqa: E402
+import common  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def timed(fn) -> float:
-    start = time.perf_counter()
-    jax.block_until_ready(fn())
-    return time.perf_counter() - start
-
-
-def alternate(variants: dict, repeats: int) -> dict:
-    """Median seconds of each variant, run in alternation so load changes hit all of them alike."""
-    for fn in variants.values():  # compile / warm up
-        jax.block_until_ready(fn())
-    times = {name: [] for name in variants}
-    for _ in range(repeats):
-        for name, fn in variants.items():
-            times[name].append(timed(fn))
-    return {name: statistics.median(ts) for name, ts in times.items()}
+alternate = common.alternate
 
 
 def solve_trials(Vs, keys, method: str, size: int, repeats: int) -> dict:
@@ -108,7 +92,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--quick", action="store_true", help="small sizes, seconds")
     parser.add_argument("--trials", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=None)
-    parser.add_argument("--out", default=os.path.join(HERE, "results"))
+    parser.add_argument("--out", default=common.RESULTS)
     args = parser.parse_args(argv)
     n, j, size = (2000, 40, 20) if args.quick else (10_000, 100, 50)
     trials = args.trials or (8 if args.quick else 100)
@@ -122,10 +106,7 @@ def main(argv=None) -> dict:
     Vs = project(jax.random.split(jax.random.key(1), trials))  # trial b's own V_b
     methods = ("uniform", "importance", "frank_wolfe", "giga", "iht2")
     result = {"config": dict(N=n, J=j, M=size, trials=trials, repeats=repeats, quick=args.quick),
-              "environment": dict(jax=jax.__version__, backend=jax.default_backend(),
-                                  devices=[str(d) for d in jax.devices()], cpus=os.cpu_count(),
-                                  python=platform.python_version(),
-                                  note="shared 2-core CPU under load from other jobs; compare ratios"),
+              "environment": common.environment(),
               "solve": {}}
     for method in methods:
         result["solve"][method] = solve_trials(Vs, keys, method, size, repeats)
@@ -136,8 +117,7 @@ def main(argv=None) -> dict:
     print("pipeline", json.dumps(result["pipeline"]), flush=True)
     os.makedirs(args.out, exist_ok=True)
     name = "batched_quick" if args.quick else "batched"
-    with open(os.path.join(args.out, f"{name}.json"), "w") as f:
-        json.dump(result, f, indent=2)
+    common.write_json(result, args.out, name)
     try:
         import matplotlib
         matplotlib.use("Agg")

@@ -28,11 +28,8 @@ DATA_DIR = os.environ.get("CORESETS_DATA", os.path.join(os.path.dirname(HERE), "
 
 def data_path(name: str) -> Optional[str]:
     """Path of a dataset file in the shared data folder ($CORESETS_DATA), or None when it is absent."""
-    for root in (DATA_DIR, "/work/shared/data"):
-        path = os.path.join(root, name)
-        if os.path.exists(path):
-            return os.path.abspath(path)
-    return None
+    path = os.path.join(DATA_DIR, name)
+    return os.path.abspath(path) if os.path.exists(path) else None
 
 
 def parser(doc: str) -> argparse.ArgumentParser:
@@ -92,6 +89,20 @@ def batched_speedup(trial: Callable, keys: jax.Array, *args, repeats: int = 2) -
     return {"batch": int(keys.shape[0]), "batched_s": b["median_s"], "loop_s": loop["median_s"],
             "batched_compile_s": b["compile_s"], "loop_compile_s": loop["compile_s"],
             "speedup": loop["median_s"] / b["median_s"], "output": b["output"]}
+
+
+def alternate(variants: dict, repeats: int) -> dict:
+    """Median seconds of each zero-argument variant, after one warm-up call each, run in alternation so
+    that a change of load on a shared machine hits all of them alike (notes.md: compare side by side)."""
+    for fn in variants.values():
+        block(fn())
+    times = {name: [] for name in variants}
+    for _ in range(repeats):
+        for name, fn in variants.items():
+            t0 = time.perf_counter()
+            block(fn())
+            times[name].append(time.perf_counter() - t0)
+    return {name: float(np.median(ts)) for name, ts in times.items()}
 
 
 def summary(values: Sequence[float]) -> dict:
@@ -165,24 +176,14 @@ def resolve(argv, quick, out_dir, doc: str, extra: Callable[[argparse.ArgumentPa
 
 
 def solver_fn(method: str, size: int, **options) -> Callable:
-    """A pure `(V, key) -> (indices, weights)` for batched trials: `cj.build_fn` when the package has it,
-    else the solver registry's pure driver (`run(REGISTRY[m](size), make_problem(V), key)`)."""
+    """A pure `(V, key) -> (indices, weights)` for batched trials, from the public pure core `cj.build_fn`."""
     import coresets_jax as cj
 
-    if hasattr(cj, "build_fn"):
-        solve = cj.build_fn(method, size, **options)
-
-        def pure(V, key):
-            cs = solve(V, key)
-            return cs.indices, cs.weights
-        return pure
-    from coresets_jax.solvers import REGISTRY, make_problem, run
-
-    solver = REGISTRY[method](size, **options)
+    solve = cj.build_fn(method, size, **options)
 
     def pure(V, key):
-        indices, weights, _ = run(solver, make_problem(V), key)
-        return indices, weights
+        cs = solve(V, key)
+        return cs.indices, cs.weights
     return pure
 
 
