@@ -110,6 +110,20 @@ def _check_finite_result(cs: Coreset) -> Coreset:
     return cs
 
 
+def rescaled(V: jax.Array) -> jax.Array:
+    """V times an exact power of two that brings max |v_nj| into [2^-20, 2^20], or V itself when it is
+    there already (one pass over V; no copy in the usual case).
+
+    Every vector-sum problem is invariant to scaling V (w solves sum v ~ V^T w for V and for cV), but the
+    solvers square and multiply entries of V: at 1e+-30 float32 overflows (inf/inf = NaN) or underflows
+    (norms of 0, "every row is zero"). A power of two changes no mantissa, so the coreset is the one of V.
+    """
+    peak = float(jnp.max(jnp.abs(V)))
+    if peak == 0.0 or 2.0 ** -20 <= peak <= 2.0 ** 20 or not np.isfinite(peak):
+        return V
+    return V * jnp.asarray(2.0 ** -round(float(np.log2(peak))), V.dtype)
+
+
 def _key_for(construction: Construction, key: Any) -> jax.Array:
     if construction.random:
         return _validate.check_key(key)
@@ -149,7 +163,7 @@ def build(V: Any, size: int, method: Any = "frank_wolfe", key: Optional[jax.Arra
       `finite`, the solver's own).
     """
     construction = resolve(method, needs="vectors")
-    V = _validate.check_matrix(V, "V")
+    V = rescaled(_validate.check_matrix(V, "V"))
     n = V.shape[0]
     size = _validate.check_size(size, n)
     key = _key_for(construction, key)
@@ -240,6 +254,8 @@ def relative_error(V: jax.Array, weights: Any, squared: bool = False) -> jax.Arr
     """
     _check_error_inputs(V, weights)
     V = jnp.asarray(V)
+    if not isinstance(V, jax.core.Tracer) and jnp.issubdtype(V.dtype, jnp.floating):
+        V = rescaled(V)  # the ratio is scale-free; its squares are not (V x 1e30 in float32)
     acc = jnp.promote_types(V.dtype, jnp.float32)  # an integer V counts as float32 (float64 under x64)
     acc = acc if jnp.issubdtype(acc, jnp.floating) else jnp.result_type(float)
     if isinstance(weights, Coreset):

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from . import sharding as _sharding
-from .construct import build_fn, coreset_fn, start_from
+from .construct import build_fn, coreset_fn, rescaled, start_from
 from .core import Coreset, Model
 from .core import validate as _validate
 from .registry import Construction, resolve
@@ -128,7 +128,7 @@ def merged_coreset(V: Any, size: int, num_shards: Optional[int] = None, method: 
     if construction.needs == "posterior":
         shards = jax.device_count() if num_shards is None else num_shards
         return _merged_posterior(construction, model, data, size, shards, key, pi_hat, options)
-    V = _validate.check_matrix(V, "V")
+    V = rescaled(_validate.check_matrix(V, "V"))
     n = V.shape[0]
     mesh = _sharding.leading_mesh(V)
     devices = 1 if mesh is None else int(mesh.devices.size)
