@@ -22,8 +22,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import solvers as _solvers  # noqa: F401 (registers the vector methods first, so they list first)
 from . import compress as _compress, pihat as _pihat, posterior_driven as _posterior_driven  # noqa: F401
-from . import sharding as _sharding, solvers as _solvers  # noqa: F401 (registers the solvers)
+from . import sharding as _sharding
 from .core import Coreset, Model, take_rows
 from .core import checks as _checks
 from .core import validate as _validate
