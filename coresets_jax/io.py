@@ -127,10 +127,18 @@ def save(cs: Coreset, path: str | os.PathLike, data: Any = None, **metadata) -> 
         "extra": extra,
     }
     arrays["metadata"] = np.asarray(json.dumps(document))
+    atomic_write(path, lambda f: _write_archive(f, arrays))
+    return path
+
+
+def atomic_write(path: str | os.PathLike, write) -> None:
+    """Write a file atomically: `write(f)` into a temporary file in the same folder, fsync, then
+    `os.replace`. A failure midway leaves the previous file intact and no temporary file behind."""
+    folder = os.path.dirname(os.path.abspath(path))
     handle, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(handle, "wb") as f:
-            _write_archive(f, arrays)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -138,7 +146,6 @@ def save(cs: Coreset, path: str | os.PathLike, data: Any = None, **metadata) -> 
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
-    return path
 
 
 def read_metadata(path: str | os.PathLike) -> dict:

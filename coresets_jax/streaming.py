@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import tempfile
 from typing import Any, Iterable, Iterator, NamedTuple, Optional
 
 import jax
@@ -37,6 +36,7 @@ import numpy as np
 from .core import checks as _checks
 from .core import validate as _validate
 from .construct import build, compiled_coreset_fn
+from .io import atomic_write
 from .registry import Start
 from .core.model import Model
 from .projection import project
@@ -173,18 +173,7 @@ def _save_checkpoint(path: str, state: _Checkpoint, fingerprint: str) -> None:
         arrays[f"l{level}_V"] = np.asarray(node.V)
         for i, leaf in enumerate(jax.tree_util.tree_leaves(node.data)):
             arrays[f"l{level}_data{i}"] = np.asarray(leaf)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".stream_ckpt_", suffix=".npz", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    atomic_write(path, lambda f: np.savez(f, **arrays))
 
 
 def _load_checkpoint(path: str, fingerprint: str, treedef) -> _Checkpoint:
