@@ -12,9 +12,13 @@ Problems:
     sparse regression solvers (A-IHT II, OMP) apply;
   - "fisher": Fisher features (HC Eq. 5.7) of synthetic logistic regression (HC §7.2), Laplace pi_hat,
     target sum_n v_n: N = 1000 (J = 100, M = 30) and N = 5000 (J = 200, M = 100).
+OMP's float32 round-off floor: sqrt(J) eps32 sum_S w_n ||v_n|| / ||y|| of its float32 solution.
 Speed: GIGA and Frank-Wolfe at the reference library's own setting (centred L2 features of synthetic logistic
-regression, N = 20000, J = 500, M = 500, float32 V), cj.build (compress=False, and compress=True) against
-the plain NumPy implementation on the same V, alternating, medians, in one run.
+regression, N = 20000, J = 500, M = 500, float32 V), cj.build at its defaults (compress="auto") and with
+compress=False, against the plain NumPy implementation on the same V and, with --reference-library PATH (a
+checkout of github.com/trevorcampbell/bayesian-coresets, which is run, not copied), against the reference
+library's own `snnls.GIGA` / `snnls.FrankWolfe` on the same V in float64 (its own dtype; it is slower in
+float32). Alternating, medians, in one run.
 """
 
 from __future__ import annotations
@@ -146,7 +150,7 @@ def ours(solver, V, y, dtype):
     return dense, t
 
 
-def fidelity_rows(include_exact_omp=True):
+def fidelity_rows():
     problems = [("cone", *cone()), ("cone, weights drawn first", *cone(False)),
                 ("fisher N=1000", *fisher(1000, 100), 30),
                 ("fisher N=5000", *fisher(5000, 200), 100)]
@@ -158,9 +162,8 @@ def fidelity_rows(include_exact_omp=True):
         ortho = ("orthogonal pursuit + SciPy NNLS (NumPy)", lambda: numpy_omp(V, y, M))
         variants = [("iht2 (default)", lambda: iht2(M), [printed, half]),
                     ("iht2 debias='step'", lambda: iht2(M, debias="step"), []),
-                    ("omp (default)", lambda: omp(M), [ortho])]
-        if include_exact_omp and name == "fisher N=1000":  # XLA's SVD on CPU: minutes at N = 5000
-            variants.append(("omp exact_nnls=True", lambda: omp(M, exact_nnls=True), []))
+                    ("omp (default)", lambda: omp(M), [ortho]),
+                    ("omp exact_nnls=False (the previous default)", lambda: omp(M, exact_nnls=False), [])]
         if not sparse_only:
             variants += [("giga", lambda: giga(M), [("GIGA (numpy_reference)", lambda: npref.giga(V, M))]),
                          ("frank_wolfe", lambda: frank_wolfe(M),
@@ -171,7 +174,9 @@ def fidelity_rows(include_exact_omp=True):
                 w64, t64 = ours(make(), V, y, jnp.float64)
             w32, t32 = ours(make(), V, y, jnp.float32)
             row.update(error_float64=rel_error(V, y, w64), error_float32=rel_error(V, y, w32),
-                       time_float64_s=t64, time_float32_s=t32, points=int(np.sum(w64 > 0)), twins={})
+                       time_float64_s=t64, time_float32_s=t32, points=int(np.sum(w64 > 0)), twins={},
+                       float32_roundoff_floor=float(np.sqrt(V.shape[1]) * np.finfo(np.float32).eps * np.sum(
+                           np.abs(w32) * np.linalg.norm(V, axis=1)) / np.linalg.norm(y)))
             for twin_label, twin in twins:
                 row["twins"][twin_label] = rel_error(V, y, twin())
             rows.append(row)
@@ -180,19 +185,39 @@ def fidelity_rows(include_exact_omp=True):
     return rows
 
 
-def speed_rows(n=20_000, j=500, m=500, repeats=3):
-    """GIGA and FW: cj.build against numpy_reference on the same float32 V, alternating; medians."""
+def _reference_library(path):
+    """The reference library's SNNLS classes, imported from a checkout at `path` (None: not measured)."""
+    if path is None:
+        return None
+    import logging
+    import sys
+
+    sys.path.insert(0, path)
+    import bayesiancoresets as bc
+
+    logging.disable(logging.WARNING)  # it logs every numerical-precision retry
+    return {"giga": bc.snnls.GIGA, "frank_wolfe": bc.snnls.FrankWolfe}
+
+
+def speed_rows(n=20_000, j=500, m=500, repeats=3, reference_library=None):
+    """GIGA and FW: cj.build (defaults, and compress=False) against numpy_reference on the same float32 V and,
+    if given, the reference library on the same V in float64; alternating; medians."""
     from solvers import projected  # the centred L2 features of benchmarks/solvers.py
 
     V = projected(n, j)
     Vn = np.asarray(V)
-    y = Vn.astype(np.float64).sum(0)
+    V64 = Vn.astype(np.float64)
+    y = V64.sum(0)
+    ref = _reference_library(reference_library)
     out = []
     for method, npfn in (("giga", npref.giga), ("frank_wolfe", npref.frank_wolfe)):
-        variants = {"jax": dict(compress=False), "jax_compressed": dict(compress=True)}
-        for opts in variants.values():  # compile
-            cj.build(V, m, method, **opts).weights.block_until_ready()
-        times = {k: [] for k in list(variants) + ["numpy"]}
+        variants = {"jax_default": {}, "jax_exact": dict(compress=False)}
+        compressed = {}
+        for label, opts in variants.items():  # compile
+            cs = cj.build(V, m, method, **opts)
+            compressed[label] = bool(cs.settings["compressed"])
+            cs.weights.block_until_ready()
+        times = {k: [] for k in list(variants) + ["numpy"] + (["reference_library"] if ref else [])}
         errors = {}
         for _ in range(repeats):
             for label, opts in variants.items():
@@ -200,18 +225,26 @@ def speed_rows(n=20_000, j=500, m=500, repeats=3):
                 cs = cj.build(V, m, method, **opts)
                 cs.weights.block_until_ready()
                 times[label].append(time.perf_counter() - t0)
-                errors[label] = rel_error(Vn.astype(np.float64), y, np.asarray(cs.dense(n), np.float64))
+                errors[label] = rel_error(V64, y, np.asarray(cs.dense(n), np.float64))
             t0 = time.perf_counter()
             w = npfn(Vn, m)
             times["numpy"].append(time.perf_counter() - t0)
-            errors["numpy"] = rel_error(Vn.astype(np.float64), y, np.asarray(w, np.float64))
+            errors["numpy"] = rel_error(V64, y, np.asarray(w, np.float64))
+            if ref:
+                A = V64.T.copy()
+                t0 = time.perf_counter()
+                alg = ref[method](A, A.sum(1))
+                alg.build(m)
+                times["reference_library"].append(time.perf_counter() - t0)
+                errors["reference_library"] = rel_error(V64, y, alg.weights())
         med = {k: statistics.median(v) for k, v in times.items()}
         row = dict(method=method, N=n, J=j, M=m, dtype="float32", median_s=med, errors=errors,
-                   speedup=med["numpy"] / med["jax"], speedup_compressed=med["numpy"] / med["jax_compressed"],
-                   error_ratio=errors["jax"] / errors["numpy"],
-                   error_ratio_compressed=errors["jax_compressed"] / errors["numpy"], repeats=repeats)
+                   default_compressed=compressed["jax_default"], repeats=repeats,
+                   speedup_over_numpy={k: med["numpy"] / med[k] for k in variants})
+        if ref:
+            row["speedup_over_reference_library"] = {k: med["reference_library"] / med[k] for k in variants}
+            row["error_ratio_to_reference_library"] = {k: errors[k] / errors["reference_library"]
+                                                       for k in variants}
         out.append(row)
-        print(f"{method}: numpy {med['numpy']:.3f}s  jax {med['jax']:.3f}s ({row['speedup']:.1f}x, error ratio "
-              f"{row['error_ratio']:.3f})  compressed {med['jax_compressed']:.3f}s ({row['speedup_compressed']:.1f}x, "
-              f"error ratio {row['error_ratio_compressed']:.3f})", flush=True)
+        print(f"{method}: " + "  ".join(f"{k} {v:.3f}s (err {errors[k]:.4f})" for k, v in med.items()), flush=True)
     return out

@@ -11,7 +11,9 @@ from scipy.optimize import nnls
 import coresets_jax as cj
 from coresets_jax.solvers import make_problem, run
 from coresets_jax.solvers.iht import iht2
-from coresets_jax.solvers.omp import active_set_nnls, omp
+from coresets_jax.solvers.least_squares import (active_set_nnls, qr_append, qr_delete_many, qr_empty,
+                                                 solve_on_support)
+from coresets_jax.solvers.omp import omp
 
 
 def cone_example(seed, n=300, j=100, k=20):
@@ -46,17 +48,70 @@ def test_cone_target_recovered_by_iht2_and_omp(seed):
     assert rel(V, y, idx, w) <= 1e-4
 
 
-def test_active_set_nnls_matches_scipy():
+def test_qr_updates_factor_the_support_and_solve_least_squares():
+    """qr_append / qr_delete_many keep A_S = Q R with Q orthonormal, in slot order, and solve_on_support equals
+    NumPy's least squares on the kept columns."""
     rng = np.random.default_rng(0)
-    rows = rng.normal(size=(12, 30))
-    y = rng.normal(size=30) + rows.mean(0)
-    passive = np.ones(12, bool)
-    passive[[3, 8]] = False
+    A = rng.normal(size=(30, 12))
+    y = rng.normal(size=30)
     with jax.enable_x64(True):
-        x = np.asarray(active_set_nnls(jnp.asarray(rows), jnp.asarray(y), jnp.ones(12), jnp.asarray(passive)))
-    expected = np.zeros(12)
-    expected[passive], _ = nnls(rows[passive].T, y)
-    np.testing.assert_allclose(x, expected, atol=1e-10)
+        f = qr_empty(30, 12, jnp.float64)
+        for i in range(10):
+            f, pivot = qr_append(f, jnp.asarray(A[:, i]), jnp.asarray(y))
+            assert float(pivot) > 0.1
+        drop = np.zeros(12, bool)
+        drop[[0, 4, 5, 9]] = True
+        f = qr_delete_many(f, jnp.asarray(drop))
+        kept = [i for i in range(10) if not drop[i]]
+        n = int(f.count)
+        Q, R = np.asarray(f.qt)[:n].T, np.asarray(f.r)[:n, :n]
+        np.testing.assert_allclose(Q @ R, A[:, kept], atol=1e-12)
+        np.testing.assert_allclose(Q.T @ Q, np.eye(n), atol=1e-12)
+        assert np.allclose(np.tril(R, -1), 0)
+        z = np.asarray(solve_on_support(f))
+        np.testing.assert_allclose(z[:n], np.linalg.lstsq(A[:, kept], y, rcond=None)[0], atol=1e-10)
+        assert np.all(z[n:] == 0)
+
+
+def lawson_hanson(A, y):
+    """Lawson & Hanson's NNLS with our pieces: the outer loop (add the coordinate of largest gradient) here in
+    Python, the inner loop `active_set_nnls`; slots hold column indices in support order."""
+    k = A.shape[1]
+    f = qr_empty(A.shape[0], k, jnp.float64)
+    slots, x = [], np.zeros(k)
+    for _ in range(3 * k):
+        w = np.zeros(k)
+        w[slots] = x[:len(slots)]
+        grad = A.T @ (y - A @ w)
+        grad[slots] = -np.inf
+        j = int(np.argmax(grad))
+        if grad[j] <= 1e-12 * np.abs(A.T @ y).max():
+            break
+        f, _ = qr_append(f, jnp.asarray(A[:, j]), jnp.asarray(y))
+        slots.append(j)
+        cols = np.zeros((A.shape[0], k))
+        cols[:, :len(slots)] = A[:, slots]
+        x0 = np.zeros(k)
+        x0[:len(slots) - 1] = x[:len(slots) - 1]
+        xs, keep, f = active_set_nnls(jnp.asarray(cols), jnp.asarray(y), jnp.asarray(x0), f)
+        xs, keep = np.asarray(xs), np.asarray(keep)
+        slots = [s for s, kp in zip(slots, keep) if kp]
+        x = np.zeros(k)
+        x[:len(slots)] = xs[:len(keep)][keep[:len(keep)]]
+    w = np.zeros(k)
+    w[slots] = x[:len(slots)]
+    return w
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_active_set_nnls_gives_scipy_nnls_in_lawson_hanson(seed):
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(40, 25))
+    y = rng.normal(size=40) + A[:, :5] @ rng.uniform(size=5)
+    with jax.enable_x64(True):
+        w = lawson_hanson(A, y)
+    expected, _ = nnls(A, y)
+    np.testing.assert_allclose(w, expected, atol=1e-9)
 
 
 def numpy_ortho_pursuit(V, y, M, steps):

