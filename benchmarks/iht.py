@@ -39,7 +39,6 @@ import common  # noqa: E402
 import coresets_jax as cj  # noqa: E402
 from coresets_jax.metrics import gaussian_kls  # noqa: E402
 from coresets_jax.projection import _project  # noqa: E402  (the pure projection core)
-from coresets_jax.solvers import make_problem, run as run_solver  # noqa: E402
 
 METHODS = (("Uniform", "uniform"), ("GIGA", "giga"), ("A-IHT", "iht"), ("A-IHT II", "iht2"))
 GLM = (("synth_lr", "logistic"), ("phishing", "logistic"), ("ds1", "logistic"),
@@ -120,13 +119,7 @@ def convergence(n, d, K, iters):
     res = {"K": K, "max_iter": iters}
     for label, method in (("A-IHT", "iht"), ("A-IHT II", "iht2")):
         for init, suffix in (("zero", ""), ("both", " (best of zero and GIGA starts)")):
-            if hasattr(cj, "build_fn"):
-                info = jax.jit(cj.build_fn(method, K, max_iter=iters, init=init))(V, jax.random.key(0)).info
-            else:
-                from coresets_jax.solvers import REGISTRY
-
-                _, _, info = jax.jit(lambda V: run_solver(REGISTRY[method](K, max_iter=iters, init=init),
-                                                          make_problem(V), jax.random.key(0)))(V)
+            info = jax.jit(cj.build_fn(method, K, max_iter=iters, init=init))(V, jax.random.key(0)).info
             res[label + suffix] = np.asarray(info["objective"]).tolist()
     for label, method in (("GIGA", "giga"), ("Uniform", "uniform")):
         idx, w = jax.jit(cj_solver(method, K))(V, jax.random.key(0))

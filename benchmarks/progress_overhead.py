@@ -24,7 +24,8 @@ import jax.numpy as jnp
 
 import coresets_jax as cj
 from coresets_jax import progress
-from coresets_jax.solvers import REGISTRY, make_problem, run
+from coresets_jax.registry import resolve
+from coresets_jax.solvers import make_problem, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -76,7 +77,7 @@ def main():
     V = cj.project(model, data, thetas, key=key)
     rows = []
 
-    solver = REGISTRY["frank_wolfe"](200)
+    solver = resolve("frank_wolfe").make(200)
     rows.append(compare("solver", lambda: (lambda V, k: run(solver, make_problem(V), k)), (V, key), repeats))
 
     coords = jax.random.randint(key, (j,), 0, 3)
