@@ -10,7 +10,7 @@ is (k, k) upper triangular with A_S = Q[:, :n] R[:n, :n]; qty = Q^T y. Slots >= 
 
 - `qr_append`: one column more, by classical Gram-Schmidt with one re-orthogonalisation (CGS2, Giraud et al.
   2005: orthogonal to working precision), O(J k).
-- `qr_delete`: one column fewer, by Givens rotations, O(k (k + J)); `qr_factor`: from scratch (Householder).
+- `qr_delete`: one column fewer, by Givens rotations, O(k (k + J)).
 - `solve_on_support`: z = R^{-1} Q^T y on the first n slots, O(k^2).
 - `active_set_nnls`: the inner loop of Lawson-Hanson (1974, ch. 23, steps 6-11) on these pieces.
 """
@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
-__all__ = ["QR", "qr_append", "qr_factor", "solve_on_support", "active_set_nnls", "qr_empty", "qr_delete",
+__all__ = ["QR", "qr_append", "solve_on_support", "active_set_nnls", "qr_empty", "qr_delete",
            "qr_delete_many"]
 
 Array = jax.Array
@@ -61,18 +61,6 @@ def qr_append(f: QR, column: Array, y: Array) -> tuple[QR, Array]:
     r = f.r.at[:, t].set(coef.at[t].set(rho))
     qr = QR(f.qt.at[t].set(qt), r, f.qty.at[t].set(jnp.dot(qt, y)), t + 1)
     return qr, rho / jnp.maximum(jnp.linalg.norm(column), jnp.finfo(rho.dtype).tiny)
-
-
-def qr_factor(columns: Array, y: Array, count: Array) -> QR:
-    """QR of the first `count` of the (J, k) `columns` (the rest masked to 0), from scratch."""
-    dim, k = columns.shape
-    active = jnp.arange(k) < count
-    a = jnp.where(active[None, :], columns, 0.0)
-    if dim < k:  # the reduced QR needs at least as many rows as columns: pad with zero rows
-        a = jnp.concatenate([a, jnp.zeros((k - dim, k), a.dtype)])
-    q, r = jnp.linalg.qr(a)
-    q = q[:dim]
-    return QR(q.T, r, q.T @ y, jnp.asarray(count, jnp.int32))
 
 
 def solve_on_support(f: QR) -> Array:
