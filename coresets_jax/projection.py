@@ -25,7 +25,10 @@ from .core.model import Model
 __all__ = ["NORMS", "project", "project_fn"]
 
 NORMS = ("fisher", "l2", "centered")
-PROGRESS_MIN_WORK = 1 << 27  # N * J * D below which the projection shows no progress bar
+PROGRESS_MIN_WORK = 1 << 29  # N * J * D below which the projection shows no bar (about a second on a CPU)
+# Rows * J * D of work between two reports. A host callback inside this loop costs ~5 ms (it stalls the
+# loop's threads), so one per chunk cost 15%; one per 2^28 (a few tenths of a second) costs ~1%.
+PROGRESS_WORK_PER_REPORT = 1 << 28
 Array = jax.Array
 
 
@@ -75,9 +78,12 @@ def _project(model: Model, data: Any, thetas: Array, coords: Array, norm: str, c
                            batch_size=chunk_size)
     n = jax.tree_util.tree_leaves(data)[0].shape[0]
 
-    def row(args):  # lax.map vmaps this over a chunk; the tick then reports once per chunk (its last row)
+    # Under lax.map's vmap over a chunk the tick sees the chunk's last row; report every `every` chunks.
+    every = chunk_size * max(1, -(-PROGRESS_WORK_PER_REPORT // (chunk_size * num_features * dim)))
+
+    def row(args):
         datum, index = args
-        _progress.tick(index + 1, n, "projection (rows)", ordered=True)
+        _progress.tick(index + 1, n, "projection (rows)", every=every, ordered=True)
         return (features(datum) * scale).astype(dtype)
 
     return jax.lax.map(row, (data, jnp.arange(n, dtype=jnp.int32)), batch_size=chunk_size)
@@ -137,8 +143,8 @@ def project(model: Model, data: Any, thetas: Array, norm: str = "fisher", key: O
     # Data sharded along N: each device projects its own rows (sharding.rowwise); else a plain call.
     # Features are computed in at least float32; a narrower dtype (bfloat16/float16) is storage only.
     compute = jnp.promote_types(dtype, jnp.float32)
-    # Progress per chunk (tqdm via jax.debug.callback) on one device, for projections big enough to take
-    # a while (N J D >= 2^27); smaller or sharded ones run silently (benchmarks/progress_overhead.py).
+    # Progress (tqdm via jax.debug.callback) on one device, for projections big enough to take a while
+    # (N J D >= 2^29); smaller or sharded ones trace no callback (benchmarks/progress_overhead.py).
     show = (_progress.is_enabled() and _sharding.leading_mesh(data) is None
             and n * num_features * dim >= PROGRESS_MIN_WORK)
     V = _sharding.rowwise(_project, _cast_floats(data, compute), thetas.astype(compute), coords,

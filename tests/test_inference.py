@@ -156,3 +156,16 @@ def test_bad_key_and_data_raise(gaussian):
     bad = gaussian["y"].at[3, 1].set(jnp.nan)
     with pytest.raises(ValueError, match="data"):
         cj.sample(gaussian["model"], bad, jax.random.key(0))
+
+
+@pytest.mark.parametrize("method", ["nuts", "hmc"])
+def test_window_adaptation_learns_the_variances(method):
+    # Stan's windows end with the inverse mass matrix at the target's variances (Hoffman & Gelman 2014,
+    # §3.2 with Stan's regularisation), whatever the start; step size positive and finite.
+    from coresets_jax.inference.kernels import Tuning, check_settings
+    from coresets_jax.inference.warmup import warmup
+    variances = jnp.array([1.0, 100.0, 0.01])
+    run = warmup(method, lambda x: -0.5 * jnp.sum(x ** 2 / variances), 1000, check_settings(method, {}))
+    _, tuning, _ = jax.jit(run)(jax.random.key(0), jnp.ones(3), Tuning(jnp.asarray(1.0), jnp.ones(3)))
+    np.testing.assert_allclose(np.asarray(tuning.precond), np.asarray(variances), rtol=0.35)
+    assert 0.1 < float(tuning.step_size) < 3.0

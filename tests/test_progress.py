@@ -88,6 +88,7 @@ def test_solver_driver_and_projection_unchanged(shown, monkeypatch):
     log, _ = shown
     monkeypatch.setattr(progress, "every_for", lambda elements: 4)  # small V: report often anyway
     monkeypatch.setattr(cj.projection, "PROGRESS_MIN_WORK", 0)
+    monkeypatch.setattr(cj.projection, "PROGRESS_WORK_PER_REPORT", 0)  # a report per chunk
     ds = cj.data.synthetic_logistic(jax.random.key(0), 1000)
     model = cj.models.logistic_regression()
     thetas = jnp.array([[3.0, 3.0, 0.0], [2.5, 3.5, 0.2], [3.1, 2.9, -0.1]])
@@ -160,3 +161,47 @@ def test_every_for_targets_work_per_report():
     assert progress.every_for(100_000 * 500) == 32  # 2^30 / 5e7 = 21.5 -> 32
     assert progress.every_for(10**7 * 500) == 1
     assert progress.every_for(1) == 2**30
+
+
+@pytest.mark.parametrize("method", ["nuts", "mala"])
+def test_sample_reports_warmup_and_sampling_and_is_unchanged(shown, monkeypatch, method):
+    log, bars = shown
+    monkeypatch.setattr(cj.inference.driver, "PROGRESS_MIN_WORK", 0)
+    ds = cj.data.synthetic_logistic(jax.random.key(0), 200)
+    model = cj.models.logistic_regression()
+    kwargs = dict(method=method, num_samples=40, num_warmup=60, num_chains=2, warn=False)
+    on = cj.sample(model, ds.train, jax.random.key(1), **kwargs)
+    # 20 reports per loop (every 5%), one per step under vmap over the two chains.
+    warm = [n for d, n, t in log if d == "warm-up"]
+    draws = [n for d, n, t in log if d == "sampling"]
+    assert warm == list(range(3, 61, 3)) and draws == list(range(2, 41, 2))
+    assert all(bar.closed for bar in bars)
+    progress.enabled(False)
+    off = cj.sample(model, ds.train, jax.random.key(1), **kwargs)
+    np.testing.assert_array_equal(on.samples, off.samples)
+
+
+def test_sample_below_the_work_threshold_traces_no_callback(shown):
+    log, _ = shown
+    ds = cj.data.synthetic_logistic(jax.random.key(0), 50)  # 2 x 200 x 50 x 3 = 6e4 << PROGRESS_MIN_WORK
+    cj.sample(cj.models.logistic_regression(), ds.train, jax.random.key(1), num_samples=100,
+              num_warmup=100, warn=False)
+    assert log == []
+
+
+@pytest.mark.parametrize("method, desc, total, opts", [
+    ("coreset_mcmc", "coreset MCMC (iterations)", 30, dict(num_iters=30, num_warmup=20, num_draws=5,
+                                                           subsample=20)),
+    ("quasi_newton", "quasi-Newton (steps)", 4, dict(kernel="mala", num_steps=4, draws=5, num_burn=2,
+                                                     num_warmup=30, subsample=50, average=2)),
+])
+def test_posterior_driven_constructions_report_progress(shown, method, desc, total, opts):
+    log, bars = shown
+    ds = cj.data.synthetic_logistic(jax.random.key(0), 300)
+    model = cj.models.logistic_regression()
+    on = cj.coreset(model, ds.train, 10, method, key=jax.random.key(1), **opts)
+    counts = [n for d, n, t in log if d == desc]
+    assert counts and counts[-1] == total and counts == sorted(counts)
+    progress.enabled(False)
+    off = cj.coreset(model, ds.train, 10, method, key=jax.random.key(1), **opts)
+    np.testing.assert_array_equal(on.weights, off.weights)

@@ -27,9 +27,15 @@ from . import kernels as _kernels
 from .kernels import Tuning
 from .warmup import warmup
 
-__all__ = ["SamplerStats", "init_chains", "sample_fn", "step_chains"]
+__all__ = ["PROGRESS_MIN_WORK", "SamplerStats", "init_chains", "sample_fn", "step_chains"]
 
 Array = jax.Array
+
+# Chains x steps x rows x D below which sampling shows no bar. A tick costs 0.5-1 ms (more on a loaded
+# machine), and warm-up and sampling tick 20 times each: at 2^28 the cheapest kernel (RWMH, 0.7 s) lost
+# 6.7%; at 2^29 it runs ~1.4 s, and NUTS ~10x longer (benchmarks/progress_overhead.py). Shorter runs need
+# no bar.
+PROGRESS_MIN_WORK = 1 << 29
 
 
 class SamplerStats(NamedTuple):
@@ -86,7 +92,7 @@ def step_chains(key: Array, method: str, logdensity_fn: Callable, states, tuning
 def _chain(method: str, logdensity_fn: Callable, settings: dict, num_samples: int, num_warmup: int, thin: int,
            show_progress: bool = False):
     spec = _kernels.KERNELS[method]
-    adapt = warmup(method, logdensity_fn, num_warmup, settings)
+    adapt = warmup(method, logdensity_fn, num_warmup, settings, show_progress)
 
     def chain(key, position, tuning0):
         k_warm, k_sample = jax.random.split(key)
@@ -130,8 +136,9 @@ def sample_fn(model: Model, method: str = "nuts", *, num_samples: int, num_warmu
 
     Settings are validated here, once (`kernels.check_settings`); `run` performs no validation and has no
     Python side effects, so it runs under `jax.jit` and `jax.vmap` (Sparse VI calls it inside its own loop).
-    `show_progress` reports the sampling steps through `coresets_jax.progress` (`cj.sample` turns it on;
-    it is read when `run` is traced).
+    `show_progress` reports warm-up and sampling steps through `coresets_jax.progress` (`cj.sample` turns
+    it on; it is read when `run` is traced, and only runs of at least PROGRESS_MIN_WORK chains x steps x
+    rows x D show a bar).
     """
     settings = _kernels.check_settings(method, settings)
     for name, value, low in (("num_samples", num_samples, 1), ("num_warmup", num_warmup, 0),
@@ -143,8 +150,10 @@ def sample_fn(model: Model, method: str = "nuts", *, num_samples: int, num_warmu
         if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
             key = jax.random.wrap_key_data(key)
         logdensity_fn = weighted_log_density(model, rows, weights)
+        num_rows = jax.tree_util.tree_leaves(rows)[0].shape[0]
+        work = init_positions.shape[0] * (num_warmup + thin * num_samples) * num_rows * init_positions.shape[1]
         chain = _chain(method, logdensity_fn, settings, num_samples, num_warmup, thin,
-                       show_progress and _progress.is_enabled())
+                       show_progress and _progress.is_enabled() and work >= PROGRESS_MIN_WORK)
         tuning0 = _kernels.initial_tuning(method, init_cov, settings)
         keys = jax.random.split(key, init_positions.shape[0])
         return jax.vmap(chain, in_axes=(0, 0, None))(keys, init_positions, tuning0)

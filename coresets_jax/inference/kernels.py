@@ -1,8 +1,9 @@
 """The kernel registry: each sampler as a BlackJAX `SamplingAlgorithm` built from a density and its tuning.
 
 A kernel is described once by a `KernelSpec`: how to build the `SamplingAlgorithm` from `(logdensity_fn,
-Tuning, settings)`, its default settings, which preconditioner it adapts (a diagonal inverse mass matrix
-for NUTS/HMC, a Cholesky factor for MALA/RWMH), and how many gradient evaluations a step cost. Adding a
+Tuning, settings)`, its default settings, which preconditioner it adapts (a diagonal inverse mass matrix,
+tuned by Stan's window adaptation, for NUTS/HMC; a Cholesky factor, tuned by `warmup.run_warmup`, for
+MALA/RWMH), and how many gradient evaluations a step cost. Adding a
 sampler is one `register_kernel` call; warm-up (`warmup.py`) and the chain driver (`driver.py`) read the
 spec and need no change.
 
@@ -49,8 +50,6 @@ class KernelSpec(NamedTuple):
     defaults: settings with their defaults (`initial_step_size=None` means a dimension-based default).
     precond: "diagonal" or "cholesky".
     gradient_evals: `info -> number of gradient evaluations of the step` (its cost).
-    blackjax_algorithm: the BlackJAX top-level algorithm that `window_adaptation` tunes (NUTS/HMC), or None
-      for the Metropolis kernels, whose own windowed adaptation lives in `warmup.py`.
     reference_step_size: `D -> scale` that Metropolis adaptation restarts from (Roberts & Rosenthal 2001).
     """
 
@@ -58,7 +57,6 @@ class KernelSpec(NamedTuple):
     defaults: dict
     precond: str
     gradient_evals: Callable[[Any], Array]
-    blackjax_algorithm: Optional[Any] = None
     reference_step_size: Optional[Callable[[int], float]] = None
 
 
@@ -90,23 +88,26 @@ def register_kernel(name: str, spec: KernelSpec) -> KernelSpec:
         raise ValueError(f"spec: expected a KernelSpec, got {type(spec).__name__}")
     if spec.precond not in ("diagonal", "cholesky"):
         raise ValueError(f"spec.precond: expected 'diagonal' or 'cholesky', got {spec.precond!r}")
+    if spec.precond == "cholesky" and spec.reference_step_size is None:
+        raise ValueError("spec.reference_step_size: a 'cholesky' kernel needs it (the scale that its warm-up "
+                         "restarts from after each covariance estimate)")
     KERNELS[name] = spec
     return spec
 
 
 register_kernel("nuts", KernelSpec(
     _build_nuts, {"target_accept": 0.8, "max_num_doublings": 10, "initial_step_size": 1.0}, "diagonal",
-    lambda info: jnp.asarray(info.num_integration_steps, jnp.int32), blackjax.nuts))
+    lambda info: jnp.asarray(info.num_integration_steps, jnp.int32)))
 register_kernel("hmc", KernelSpec(
     _build_hmc, {"target_accept": 0.8, "num_integration_steps": 10, "initial_step_size": 1.0,
                  "step_jitter": 0.2}, "diagonal",
-    lambda info: jnp.asarray(info.num_integration_steps, jnp.int32), blackjax.hmc))
+    lambda info: jnp.asarray(info.num_integration_steps, jnp.int32)))
 register_kernel("mala", KernelSpec(
     lambda ld, t, s: _mala.mala(ld, t.step_size, t.precond), {"target_accept": 0.574, "initial_step_size": None},
-    "cholesky", lambda info: jnp.asarray(1, jnp.int32), None, lambda d: 1.65 * d ** (-1.0 / 6.0)))
+    "cholesky", lambda info: jnp.asarray(1, jnp.int32), lambda d: 1.65 * d ** (-1.0 / 6.0)))
 register_kernel("rwmh", KernelSpec(
     lambda ld, t, s: _rwmh.rwmh(ld, t.step_size, t.precond), {"target_accept": 0.234, "initial_step_size": None},
-    "cholesky", lambda info: jnp.asarray(0, jnp.int32), None, lambda d: 2.38 / math.sqrt(d)))
+    "cholesky", lambda info: jnp.asarray(0, jnp.int32), lambda d: 2.38 / math.sqrt(d)))
 
 
 def _positive_int(value, name: str) -> int:

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import progress as _progress
 from ..core import Coreset, Model, initial_theta, take_data, weighted_log_density
 from ..core import checks as _checks
 from ..core import validate as _validate
@@ -44,9 +45,10 @@ def trace_count() -> int:
 
 @functools.lru_cache(maxsize=64)
 def _compiled(model: Model, method: str, num_samples: int, num_warmup: int, num_chains: int, thin: int,
-              settings: tuple):
+              settings: tuple, show_progress: bool):
+    # `show_progress` is part of the cache key: a sampler compiled with progress off holds no callbacks.
     run = sample_fn(model, method, num_samples=num_samples, num_warmup=num_warmup, num_chains=num_chains,
-                    thin=thin, show_progress=True, **dict(settings))
+                    thin=thin, show_progress=show_progress, **dict(settings))
     cache_key = (model.name, method, num_samples, num_warmup, num_chains, thin, settings, id(run))
 
     def traced(key, rows, weights, init_positions, init_cov):
@@ -161,7 +163,7 @@ def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str
     init_time = time.perf_counter() - t0
 
     run = _compiled(model, method, num_samples, num_warmup, num_chains, thin,
-                    tuple(sorted(settings.items())))
+                    tuple(sorted(settings.items())), _progress.is_enabled())
     before = trace_count()
     t0 = time.perf_counter()
     samples, stats = run(k_run, rows, w, init_positions, init_cov)

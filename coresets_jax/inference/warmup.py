@@ -4,8 +4,10 @@
 tuning, acceptance)` for any registered kernel, so a construction (Coreset MCMC) or `cj.sample` can warm
 chains up once and then step them itself.
 
-- NUTS/HMC: BlackJAX's `window_adaptation` (dual averaging of the step size, diagonal mass matrix from
-  Stan's windows), started from the given diagonal inverse mass matrix and step size.
+- NUTS/HMC: Stan's window adaptation (dual averaging of the step size, diagonal inverse mass matrix from
+  doubling windows), from BlackJAX's dual averaging and Welford mass-matrix pieces on the schedule below,
+  started from the given diagonal inverse mass matrix and step size. The loop is ours rather than
+  `blackjax.window_adaptation(...).run`, which is one opaque scan, so that warm-up reports progress.
 - MALA and RWMH: the windowed scheme below.
 
 The Metropolis kernels take a global scale `step_size` and a preconditioner given by the Cholesky factor `chol` of a
@@ -28,12 +30,14 @@ import blackjax
 import jax
 import jax.numpy as jnp
 import numpy as np
-from blackjax.adaptation.base import get_filter_adapt_info_fn
+from blackjax.adaptation.mass_matrix import mass_matrix_adaptation
+from blackjax.adaptation.step_size import dual_averaging_adaptation
 
+from .. import progress as _progress
 from . import kernels as _kernels
 from .kernels import Tuning
 
-__all__ = ["AdaptState", "run_warmup", "schedule", "warmup"]
+__all__ = ["AdaptState", "run_warmup", "run_window_adaptation", "schedule", "warmup"]
 
 Array = jax.Array
 
@@ -84,8 +88,52 @@ def _shrunk_cov(count, m2):
     return cov + jitter * jnp.eye(cov.shape[0], dtype=cov.dtype)
 
 
+def _scan(show_progress: bool):
+    return (lambda body, init, xs: _progress.scan(body, init, xs, desc="warm-up")) if show_progress \
+        else jax.lax.scan
+
+
+def run_window_adaptation(step: Callable, state, key: Array, num_warmup: int, target: float,
+                          initial_step_size, initial_inverse_mass: Array, show_progress: bool = False):
+    """Stan's window adaptation of (step size, diagonal inverse mass matrix) over `num_warmup` steps.
+
+    `step(key, state, step_size, inverse_mass) -> (state, info)` with `info.acceptance_rate`. Stan's
+    schedule (`schedule`: a fast buffer of 75 steps, doubling slow windows from 25, a final buffer of 50);
+    dual averaging of log h throughout (Hoffman & Gelman 2014, Algorithm 5: gamma = 0.05, t0 = 10,
+    kappa = 0.75); the positions of each slow window give the inverse mass matrix at its end (Welford
+    variances shrunk towards 1e-3 with pseudo-count 5, as Stan does), and dual averaging restarts from
+    the current step size. Returns (state, averaged step size, inverse mass matrix).
+    """
+    da_init, da_update, da_final = dual_averaging_adaptation(target)
+    mm_init, mm_update, mm_final = mass_matrix_adaptation(is_diagonal_matrix=True)
+    slow, end = schedule(num_warmup)
+    dtype = state.position.dtype
+
+    def body(carry, xs):
+        state, da, mm = carry
+        k, is_slow, is_end = xs
+        state, info = step(k, state, jnp.exp(da.log_step_size).astype(dtype), mm.inverse_mass_matrix)
+        rate = jnp.where(jnp.isfinite(info.acceptance_rate), info.acceptance_rate, 0.0)
+        da = da_update(da, rate)
+        mm = jax.lax.cond(is_slow, lambda m: mm_update(m, state.position), lambda m: m, mm)
+
+        def close_window(args):
+            da, mm = args
+            return da_init(da_final(da)), mm_final(mm)
+
+        da, mm = jax.lax.cond(is_end, close_window, lambda args: args, (da, mm))
+        return (state, da, mm), None
+
+    carry = (state, da_init(jnp.asarray(initial_step_size, dtype)),
+             mm_init(state.position.shape[0], jnp.asarray(initial_inverse_mass, dtype)))
+    (state, da, mm), _ = _scan(show_progress)(
+        body, carry, (jax.random.split(key, num_warmup), jnp.asarray(slow), jnp.asarray(end)))
+    return state, da_final(da), mm.inverse_mass_matrix
+
+
 def run_warmup(step: Callable, state, position_of: Callable, key: Array, num_warmup: int,
-               target: float, initial_step_size, initial_chol: Array, reference_step_size: float):
+               target: float, initial_step_size, initial_chol: Array, reference_step_size: float,
+               show_progress: bool = False):
     """Adapt (step_size, chol) over `num_warmup` steps of `step(key, state, step_size, chol)`.
 
     Args:
@@ -147,38 +195,35 @@ def run_warmup(step: Callable, state, position_of: Callable, key: Array, num_war
     if num_warmup == 0:
         return state, jnp.asarray(initial_step_size, dtype), initial_chol, jnp.asarray(jnp.nan, dtype)
     keys = jax.random.split(key, num_warmup)
-    (state, ad), acc = jax.lax.scan(body, (state, init), (keys, jnp.asarray(slow), jnp.asarray(end)))
+    (state, ad), acc = _scan(show_progress)(body, (state, init), (keys, jnp.asarray(slow), jnp.asarray(end)))
     return state, da_final(ad.da).astype(dtype), ad.chol, jnp.mean(acc)
 
 
-def warmup(method: str, logdensity_fn: Callable, num_steps: int, settings: dict) -> Callable:
+def warmup(method: str, logdensity_fn: Callable, num_steps: int, settings: dict,
+           show_progress: bool = False) -> Callable:
     """`run(key, position, tuning) -> (state, tuning, mean warm-up acceptance)` for kernel `method`.
 
     `settings` as from `kernels.check_settings`. With `num_steps = 0` the state is initialised at
-    `position` and the tuning is returned unchanged. The acceptance is NaN for NUTS/HMC (BlackJAX's
-    adaptation does not report it).
+    `position` and the tuning is returned unchanged. The acceptance is NaN for NUTS/HMC (their adaptation
+    does not record it). `show_progress` reports the steps (`progress.scan`, read when `run` is traced).
     """
     spec = _kernels.KERNELS[method]
     target = float(settings["target_accept"])
 
     def run(key, position, tuning: Tuning):
         nan = jnp.asarray(jnp.nan, position.dtype)
-        if num_steps == 0:
-            return _kernels.build(method, logdensity_fn, tuning, settings).init(position), tuning, nan
-        if spec.blackjax_algorithm is not None:
-            extra = {k: int(settings[k]) for k in ("max_num_doublings", "num_integration_steps") if k in settings}
-            adapt = blackjax.window_adaptation(
-                spec.blackjax_algorithm, logdensity_fn, is_mass_matrix_diagonal=True,
-                initial_inverse_mass_matrix=tuning.precond, initial_step_size=tuning.step_size,
-                target_acceptance_rate=target, adaptation_info_fn=get_filter_adapt_info_fn(), **extra)
-            (state, params), _ = adapt.run(key, position, num_steps)
-            tuned = Tuning(jnp.asarray(params["step_size"], position.dtype), params["inverse_mass_matrix"])
-            return state, tuned, nan
         kernel = spec.build(logdensity_fn, tuning, settings)  # for its init only
-        step_fn = lambda k, s, h, chol: spec.build(logdensity_fn, Tuning(h, chol), settings).step(k, s)
+        if num_steps == 0:
+            return kernel.init(position), tuning, nan
+        step_fn = lambda k, s, h, precond: spec.build(logdensity_fn, Tuning(h, precond), settings).step(k, s)
+        if spec.precond == "diagonal":
+            state, h, inverse_mass = run_window_adaptation(step_fn, kernel.init(position), key, num_steps,
+                                                           target, tuning.step_size, tuning.precond,
+                                                           show_progress)
+            return state, Tuning(h.astype(position.dtype), inverse_mass.astype(position.dtype)), nan
         state, h, chol, acc = run_warmup(step_fn, kernel.init(position), lambda s: s.position, key, num_steps,
                                          target, tuning.step_size, tuning.precond,
-                                         spec.reference_step_size(position.shape[0]))
+                                         spec.reference_step_size(position.shape[0]), show_progress)
         return state, Tuning(h, chol), acc
 
     return run

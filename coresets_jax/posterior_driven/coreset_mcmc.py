@@ -49,6 +49,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from .. import progress as _progress
 from ..core import Model, log_likelihoods, take_data, top_k, weighted_log_density
 from ..inference import kernels as _kernels
 from ..inference.driver import init_chains, step_chains
@@ -263,7 +264,8 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "mala", num_chains: int 
             return CoresetMCMCState(weights, opt_state, chains, state.key), None
 
         init = CoresetMCMCState(w0, opt.init(w0), chains, k_loop)
-        state, _ = jax.lax.scan(iteration, init, jax.random.split(k_loop, num_iters))
+        state, _ = _progress.scan(iteration, init, jax.random.split(k_loop, num_iters),
+                                  desc="coreset MCMC (iterations)")
 
         final_density = weighted_log_density(model, rows, state.weights)
 
@@ -272,7 +274,8 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "mala", num_chains: int 
             return chains, (chains.position, info.acceptance_rate)
 
         chains = init_chains(kernel, final_density, state.chains.position, tuning, settings)
-        _, (samples, acc) = jax.lax.scan(draw, chains, jax.random.split(k_draws, num_draws))
+        _, (samples, acc) = _progress.scan(draw, chains, jax.random.split(k_draws, num_draws),
+                                           desc="coreset MCMC (draws)")
         info = {"samples": jnp.swapaxes(samples, 0, 1), "acceptance_rate": jnp.mean(acc, axis=0),
                 "initial_weights": w0}
         return indices, state.weights, info

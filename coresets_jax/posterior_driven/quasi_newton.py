@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from .. import progress as _progress
 from ..core import Model, log_likelihoods, take_data, weighted_log_density
 from ..inference.driver import init_chains, step_chains
 from .coreset_mcmc import (check_count, check_kernel, check_positive, initial_coreset, start_chains,
@@ -187,8 +188,9 @@ def quasi_newton(model: Model, size: int, kernel: str = "nuts", num_chains: int 
             return QuasiNewtonState(weights, alpha, chains, state.key), (thetas, alpha, weights)
 
         init = QuasiNewtonState(w0, jnp.asarray(step_size, dtype), chains, k_loop)
-        state, (thetas, alphas, path) = jax.lax.scan(step, init, (jax.random.split(k_loop, num_steps),
-                                                                  jnp.arange(num_steps)))
+        state, (thetas, alphas, path) = _progress.scan(step, init, (jax.random.split(k_loop, num_steps),
+                                                                    jnp.arange(num_steps)),
+                                                       desc="quasi-Newton (steps)", every=1)
         # Polyak-Ruppert averaging over the last `average` iterates: each full step re-solves with fresh
         # subsample noise in g, and averaging divides that noise's variance by `average`.
         weights = jnp.mean(path[num_steps - average:], axis=0)

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
+from .. import progress as _progress
 from ..core import Model, log_likelihoods, take_data
 
 __all__ = ["sparse_vi", "SparseVIState"]
@@ -142,7 +143,8 @@ def sparse_vi(model: Model, size: int, num_samples: int = 100, weight_iters: int
             return jax.lax.fori_loop(0, weight_iters, weight_step, state)
 
         init = SparseVIState(jnp.zeros(size, jnp.int32), jnp.zeros(size, dtype), jnp.asarray(0, jnp.int32), key)
-        state = jax.lax.fori_loop(0, size, outer, init)
+        state, _ = _progress.scan(lambda state, i: (outer(i, state), None), init, jnp.arange(size),
+                                  desc="sparse VI (points)")
         return state.indices, state.weights, {"num_selected": state.count}
 
     return solve
