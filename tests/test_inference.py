@@ -169,3 +169,23 @@ def test_window_adaptation_learns_the_variances(method):
     _, tuning, _ = jax.jit(run)(jax.random.key(0), jnp.ones(3), Tuning(jnp.asarray(1.0), jnp.ones(3)))
     np.testing.assert_allclose(np.asarray(tuning.precond), np.asarray(variances), rtol=0.35)
     assert 0.1 < float(tuning.step_size) < 3.0
+
+
+def test_nuts_window_adaptation_matches_blackjax():
+    # Our warm-up loop (written so that it can report progress) against BlackJAX's own
+    # `window_adaptation(...).run`: the same schedule, dual averaging and Welford windows, the same keys.
+    import blackjax
+    from coresets_jax.inference.kernels import Tuning, check_settings
+    from coresets_jax.inference.warmup import warmup
+    variances = jnp.array([1.0, 100.0, 0.01])
+    logdensity = lambda x: -0.5 * jnp.sum(x ** 2 / variances)
+    key, start, imm = jax.random.key(4), jnp.ones(3), jnp.array([2.0, 3.0, 0.5])
+    ours = warmup("nuts", logdensity, 300, check_settings("nuts", {}))
+    state, tuning, _ = jax.jit(ours)(key, start, Tuning(jnp.asarray(0.7), imm))
+    theirs = blackjax.window_adaptation(blackjax.nuts, logdensity, is_mass_matrix_diagonal=True,
+                                        initial_inverse_mass_matrix=imm, initial_step_size=0.7,
+                                        target_acceptance_rate=0.8, max_num_doublings=10)
+    (ref_state, params), _ = theirs.run(key, start, 300)
+    np.testing.assert_allclose(float(tuning.step_size), float(params["step_size"]), rtol=1e-4)
+    np.testing.assert_allclose(np.asarray(tuning.precond), np.asarray(params["inverse_mass_matrix"]), rtol=1e-4)
+    np.testing.assert_allclose(np.asarray(state.position), np.asarray(ref_state.position), rtol=1e-4, atol=1e-6)
