@@ -108,7 +108,7 @@ def mcmc(kind, keys, rows, weights, init, cov, num_samples, num_warmup):
     return draws[:, 0]  # (B, S, D)
 
 
-def run(trials, Ms, names, J, num_samples, num_warmup, full_runs, w1_points, save=None):
+def run(trials, Ms, names, J, num_samples, num_warmup, full_runs, w1_points, save=None, methods=METHODS):
     key = jax.random.key(73)
     cases = {}
     for name, kind in names:
@@ -146,7 +146,8 @@ def run(trials, Ms, names, J, num_samples, num_warmup, full_runs, w1_points, sav
         # Projections for every trial and norm, padded to n_pad rows.
         tkeys = jax.random.split(jax.random.fold_in(key, 2), trials)
         Vs, proj_s = {}, {}
-        for norm in ("fisher", "l2"):
+        norms = sorted({norm for _, _, norm in methods if norm}) or ["fisher"]
+        for norm in norms:
             tp = common.time_fn(projector(kind, norm, J), tkeys, data, lap.mean, chol, repeats=0)
             Vs[norm] = jnp.pad(tp["output"], ((0, 0), (0, n_pad - n), (0, 0)))
             proj_s[norm] = tp["compile_s"] / trials
@@ -155,8 +156,8 @@ def run(trials, Ms, names, J, num_samples, num_warmup, full_runs, w1_points, sav
         Mmax = max(Ms)
         rows_all, w_all, tags, build_s = [], [], [], {}
         for M in Ms:
-            for label, method, norm in METHODS:
-                V = Vs[norm or "fisher"]
+            for label, method, norm in methods:
+                V = Vs[norm or norms[0]]
                 skeys = jax.random.split(jax.random.fold_in(key, 3 + M), trials)
                 tc = common.time_fn(constructor(method, M), V, skeys, jnp.full((trials,), n, jnp.int32),
                                     repeats=1)
@@ -175,7 +176,7 @@ def run(trials, Ms, names, J, num_samples, num_warmup, full_runs, w1_points, sav
                                           num_warmup), repeats=0)
         draws = np.asarray(tmc["output"])
         mcmc_s = tmc["compile_s"] / weights.shape[0]  # one call, compilation included: an upper bound
-        for label, _, _ in METHODS:
+        for label, _, _ in methods:
             for M in Ms:
                 nll, w1 = [], []
                 sel = [i for i, tag in enumerate(tags) if tag == (label, M)]
@@ -196,7 +197,7 @@ def run(trials, Ms, names, J, num_samples, num_warmup, full_runs, w1_points, sav
             save(res)  # keep finished datasets if a later one fails
         Mx = str(Ms[-1])
         print(f"  {name} ({time.perf_counter() - t_all:.0f} s): W1/ref at M = {Mx}: " + ", ".join(
-            f"{lab} {r['w1_normalized'][lab][Mx]['median']:.2f}" for lab, _, _ in METHODS
+            f"{lab} {r['w1_normalized'][lab][Mx]['median']:.2f}" for lab, _, _ in methods
             if r["w1_normalized"][lab][Mx]), flush=True)
     return res
 
@@ -224,6 +225,8 @@ def plot(res, out_dir, stem):
     for c, name in enumerate(names):
         r = res["datasets"][name]
         for label, _, _ in METHODS:
+            if label not in r["w1_normalized"]:
+                continue
             Ms = [M for M in res["M"] if r["w1_normalized"][label][str(M)]]
             if not Ms:
                 continue
@@ -273,9 +276,13 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
     args = common.resolve(argv, quick, out_dir, __doc__, _extra)
     if args.merge:
         return merge(args.merge, args.out, args.stem or "regression")
+    methods = METHODS
     if args.quick:
+        # CI smoke run (seconds): XLA compilation of each solver and sampler dominates, so the whole
+        # pipeline once with Rand and FW-F only, and no batched-versus-loop timing.
         trials, Ms, names = args.trials or 2, (10,), (("phishing", "logistic"),)
         J, ns, nw, full_runs, w1_points, speed_batch = 50, 100, 100, 2, 100, 2
+        methods = tuple(m for m in METHODS if m[0] in ("Rand", "FW-F"))
     else:
         # 2 trials (paper: 50), M in {10, 100, 1000} (paper adds 50, 500, 5000, 10000), 1,000 + 1,000 RWMH
         # steps (paper: 50,000 + 50,000): the shared CPU compiles each (method, M) and MCMC separately.
@@ -290,10 +297,12 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
             "paper_trials": 50, "environment": common.environment()}
     res = {**head, **run(trials, Ms, names, J, ns, nw, full_runs, w1_points,
                          save=lambda partial: common.write_json({**head, **partial, "partial": True},
-                                                                args.out, stem))}
-    res["batched_speedup"] = {"rwmh on 100-point coresets": batched_speedup(speed_batch, ns, nw)}
-    print(f"  batched vs loop (MCMC): {res['batched_speedup']['rwmh on 100-point coresets']['speedup']:.2f}x",
-          flush=True)
+                                                                args.out, stem), methods=methods)}
+    res["batched_speedup"] = {}
+    if not args.quick:
+        res["batched_speedup"]["rwmh on 100-point coresets"] = batched_speedup(speed_batch, ns, nw)
+        print(f"  batched vs loop (MCMC): {res['batched_speedup']['rwmh on 100-point coresets']['speedup']:.2f}x",
+              flush=True)
     res["wall_s"] = time.perf_counter() - t0
     common.write_json(res, args.out, stem)
     plot(res, args.out, stem)
