@@ -257,12 +257,18 @@ def run_glm(trials, Ks, J, names, sparse_vi_Ks, methods=METHODS):
 
 
 def plot(res, out_dir, stem):
+    """Forward KL of every case (rows of 4 panels), then reverse KL, then IHT Fig. 4 and the GLM times."""
     panels = [("gaussian", res["gaussian"])] + ([("rbf", res["rbf"])] if "K" in res["rbf"] else [])
-    panels += list(res["glm"]["datasets"].items())[:4]
-    fig, axes = common.figure(2, len(panels) + 1, size=(4.2, 3.4))
-    for col, (name, r) in enumerate(panels):
-        for row, metric in enumerate(("forward_kl", "reverse_kl")):
-            ax = axes[row, col]
+    panels += list(res["glm"]["datasets"].items())
+    ncols = 4
+    case_rows = -(-len(panels) // ncols)
+    fig, axes = common.figure(2 * case_rows + 1, ncols, size=(4.2, 3.2))
+    for a in axes.ravel():
+        a.axis("off")
+    for block, metric in enumerate(("forward_kl", "reverse_kl")):
+        for i, (name, r) in enumerate(panels):
+            ax = axes[block * case_rows + i // ncols, i % ncols]
+            ax.axis("on")
             Ks = res["glm"]["K"] if name not in ("gaussian", "rbf") else r["K"]
             for label, _ in METHODS:
                 if label not in r[metric]:
@@ -272,13 +278,16 @@ def plot(res, out_dir, stem):
                 ax.semilogy(Kok, [max(s[str(K)]["median"], 1e-12) for K in Kok], "o-", ms=3, label=label)
             if metric == "forward_kl" and "sparse_vi" in r:
                 sv = r["sparse_vi"]
-                ax.semilogy([int(k) for k in sv], [max(v["forward_kl"], 1e-12) for v in sv.values()], "k*",
+                ax.semilogy([int(k) for k in sv], [max(v["forward_kl"], 1e-12) for v in sv.values()], "k*", ms=10,
                             label="Sparse VI (1 trial)")
-            ax.set_title(f"{name}: {metric.replace('_', ' ')}", fontsize=9)
+            extra = f", N = {r['N']}, D = {r['D']}" if "D" in r else ""
+            ax.set_title(f"{name}{extra}: {metric.replace('_', ' ')} (median)", fontsize=9)
             ax.set_xlabel("K")
             ax.grid(True, which="both", alpha=0.3)
-    axes[0, 0].legend(fontsize=7)
-    ax = axes[0, -1]
+            if i == 0 or (metric == "forward_kl" and "sparse_vi" in r and i == 2):
+                ax.legend(fontsize=7)
+    ax = axes[-1, 0]
+    ax.axis("on")
     c = res["convergence"]
     for label in ("A-IHT", "A-IHT II"):
         if label not in c:
@@ -294,8 +303,11 @@ def plot(res, out_dir, stem):
                    else "gray")
     ax.set_title(f"IHT Fig. 4: f(w_t), Gaussian, K = {c['K']}", fontsize=9)
     ax.set_xlabel("iteration")
-    ax.legend(fontsize=7)
-    ax = axes[1, -1]
+    ax.set_xscale("symlog", linthresh=10)
+    ax.set_xlim(0, c["max_iter"])
+    ax.legend(fontsize=6)
+    ax = axes[-1, 1]
+    ax.axis("on")
     Kx = str(res["glm"]["K"][-1])
     labels = [lab for lab, _ in METHODS if all(lab in d["construction_s"] for d in res["glm"]["datasets"].values())]
     times = [np.median([d["construction_s"][lab][Kx]["with_projection_s"] for d in res["glm"]["datasets"].values()])
@@ -306,7 +318,9 @@ def plot(res, out_dir, stem):
         times.append(np.median([v["time_s"] for d in sv for v in d.values()]))
     ax.bar(labels, times)
     ax.set_yscale("log")
-    ax.set_title(f"GLM construction s per trial (K = {Kx}; Sparse VI incl. compile)", fontsize=8)
+    svK = ",".join(sorted({k for d in sv for k in d}, key=int)) if sv else ""
+    ax.set_title(f"GLM construction s per trial, median over files (K = {Kx}"
+                 + (f"; Sparse VI: K = {svK}, 1 trial, incl. compile)" if sv else ")"), fontsize=8)
     ax.tick_params(axis="x", labelsize=7)
     common.save_figure(fig, out_dir, stem)
 
