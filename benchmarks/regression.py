@@ -243,7 +243,7 @@ def plot(res, out_dir, stem):
         axes[1, c].set_xlabel("time / full-data MCMC time")
         axes[1, c].set_ylabel("W1 / full-data W1")
         axes[2, c].set_xlabel("time / full-data MCMC time")
-        axes[2, c].set_ylabel("normalised NLL - 1")
+        axes[2, c].set_ylabel("normalised NLL - 1 (floored at 1e-4)")
         for a in axes[:, c]:
             a.grid(True, which="both", alpha=0.3)
     axes[0, 0].legend(fontsize=7)
@@ -253,6 +253,7 @@ def plot(res, out_dir, stem):
 def _extra(p):
     p.add_argument("--datasets", default=None, help="comma-separated subset of the datasets")
     p.add_argument("--stem", default=None, help="output name (default regression)")
+    p.add_argument("--M", default=None, help="comma-separated coreset sizes (default 10,100,1000)")
     p.add_argument("--merge", nargs="+", default=None, help="merge these result JSONs into one and plot")
 
 
@@ -288,6 +289,8 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
         # steps (paper: 50,000 + 50,000): the shared CPU compiles each (method, M) and MCMC separately.
         trials, Ms, names = args.trials or 2, (10, 100, 1000), DATASETS
         J, ns, nw, full_runs, w1_points, speed_batch = 500, 1000, 1000, 4, 500, 8
+    if args.M:
+        Ms = tuple(int(m) for m in args.M.split(","))
     if args.datasets:
         wanted = args.datasets.split(",")
         names = tuple(d for d in DATASETS if d[0] in wanted)
