@@ -174,44 +174,59 @@ def speedup(batch, ns, nw):
 
 
 def plot(res, out_dir, stem):
+    """Row 1: MMD against M per dataset; row 2: negative test LL; row 3: LR Figs. 1b, 1c and 1a."""
+    from matplotlib.ticker import NullFormatter
+
     q = res["posterior"]
     names = list(q)
-    fig, axes = common.figure(2, len(names) + 2, size=(3.8, 3.2))
+    ncols = max(len(names), 3)
+    fig, axes = common.figure(3, ncols, size=(3.8, 3.1))
+    for a in axes.ravel():
+        a.axis("off")
     for c, name in enumerate(names):
         r = q[name]
+        for row in (0, 1):
+            axes[row, c].axis("on")
         for label, ls in (("coreset", "-"), ("random", "--")):
             Ms = [int(M) for M, v in r["mmd"][label].items() if v]
             axes[0, c].loglog(Ms, [r["mmd"][label][str(M)]["median"] for M in Ms], ls, marker="o", ms=3,
                               label=label)
             axes[1, c].semilogx(Ms, [-r["test_ll"][label][str(M)]["median"] for M in Ms], ls, marker="o",
                                 ms=3, label=label)
-        axes[1, c].axhline(-r["test_ll_full"], color="k", lw=0.8, ls=":")
-        axes[0, c].set_title(f"{name} (N = {r['N']})", fontsize=9)
-        axes[0, c].set_ylabel("MMD (poly-3) to full")
-        axes[1, c].set_ylabel("negative test LL")
+        axes[1, c].axhline(-r["test_ll_full"], color="k", lw=0.8, ls=":", label="full data")
+        axes[0, c].set_title(f"{name} (N = {r['N']}, {res['trials']} trials)", fontsize=9)
+        axes[0, c].set_ylabel("MMD (poly-3) to full, median")
+        axes[1, c].set_ylabel("negative test LL, median")
         axes[1, c].set_xlabel("M")
-        for a in axes[:, c]:
+        for a in axes[:2, c]:
             a.grid(True, which="both", alpha=0.3)
+            a.xaxis.set_minor_formatter(NullFormatter())
     axes[0, 0].legend(fontsize=7)
+    axes[1, 0].legend(fontsize=7)
     s = res["scaling"]
-    ax = axes[0, -2]
+    ax = axes[2, 0]
+    ax.axis("on")
     ax.semilogx(s["N"], [s["mean_sensitivity_vs_N"][str(N)] for N in s["N"]], "o-")
-    ax.set_title("LR Fig. 1b: mean sensitivity vs N (BINARY10)", fontsize=8)
+    ax.set_title("LR Fig. 1b: mean sensitivity vs N (BINARY10, k = 6)", fontsize=8)
     ax.set_xlabel("N")
-    ax = axes[1, -2]
+    ax.grid(True, which="both", alpha=0.3)
+    ax = axes[2, 1]
+    ax.axis("on")
     for k, v in s["mean_sensitivity_vs_R"].items():
         ax.semilogy(s["R"], [v[str(R)] for R in s["R"]], "o-", label=f"k = {k}")
-    ax.set_title("LR Fig. 1c: mean sensitivity vs R", fontsize=8)
+    ax.set_title(f"LR Fig. 1c: mean sensitivity vs R (BINARY10, N = {s['N_for_R']})", fontsize=8)
     ax.set_xlabel("R")
+    ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
-    ax = axes[0, -1]
+    ax = axes[2, 2]
+    ax.axis("on")
     for name in names:
         f = q[name]["coreset_time_fraction"]
         ax.semilogx([int(M) for M in f], [v["fraction"] for v in f.values()], "o-", label=name)
-    ax.set_title("LR Fig. 1a: coreset time / total time", fontsize=8)
+    ax.set_title("LR Fig. 1a: coreset time / (coreset + 10k MALA)", fontsize=8)
     ax.set_xlabel("M")
+    ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
-    axes[1, -1].axis("off")
     common.save_figure(fig, out_dir, stem)
 
 
