@@ -220,6 +220,8 @@ def batched_speedup(batch, num_samples, num_warmup):
 
 
 def plot(res, out_dir, stem):
+    from matplotlib.ticker import NullFormatter
+
     names = list(res["datasets"])
     fig, axes = common.figure(3, max(len(names), 1), size=(4.0, 3.3))
     for c, name in enumerate(names):
@@ -227,7 +229,7 @@ def plot(res, out_dir, stem):
         for label, _, _ in METHODS:
             if label not in r["w1_normalized"]:
                 continue
-            Ms = [M for M in res["M"] if r["w1_normalized"][label][str(M)]]
+            Ms = [M for M in res["M"] if r["w1_normalized"][label].get(str(M))]
             if not Ms:
                 continue
             ls = "--" if label == "Rand" else ("-" if label.endswith("F") else ":")
@@ -246,6 +248,8 @@ def plot(res, out_dir, stem):
         axes[2, c].set_ylabel("normalised NLL - 1 (floored at 1e-4)")
         for a in axes[:, c]:
             a.grid(True, which="both", alpha=0.3)
+            a.xaxis.set_minor_formatter(NullFormatter())
+            a.yaxis.set_minor_formatter(NullFormatter())
     axes[0, 0].legend(fontsize=7)
     common.save_figure(fig, out_dir, stem)
 
@@ -267,6 +271,8 @@ def merge(paths, out_dir, stem):
     res["batched_speedup"] = {f"{k} ({os.path.basename(p)})": v for part, p in zip(parts, paths)
                               for k, v in part.get("batched_speedup", {}).items()}
     res["merged_from"] = [os.path.basename(p) for p in paths]
+    res["M"] = sorted({M for part in parts for M in part["M"]})  # each dataset lists its own sizes
+    res["M_by_part"] = {os.path.basename(p): part["M"] for part, p in zip(parts, paths)}
     res["wall_s"] = max(part.get("wall_s", 0.0) for part in parts)
     common.write_json(res, out_dir, stem)
     plot(res, out_dir, stem)
