@@ -164,7 +164,7 @@ def plot(res, out_dir, stem):
 def main(argv=None, *, quick=None, out_dir=None) -> dict:
     args = common.resolve(argv, quick, out_dir, __doc__)
     if args.quick:
-        n, trials, Ms, J, ns, nw, full_runs, w1_points, batch = 200, args.trials or 2, (10,), 20, 20, 20, 2, 50, 2
+        n, trials, Ms, J, ns, nw, full_runs, w1_points, batch = 300, args.trials or 2, (10,), 50, 20, 20, 2, 50, 2
     else:
         # 3 trials (paper: 50), 3 sizes and 200 + 200 sweeps (paper: 100,000): the multinomial label draws of
         # Eq. 7.7 dominate on the shared CPU.
