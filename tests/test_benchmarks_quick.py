@@ -35,7 +35,13 @@ def _finite_numbers(tree):
 
 
 def _check(name, tmp_path, required):
-    res = _load(name).main(quick=True, out_dir=str(tmp_path))
+    import jax
+
+    old = bool(jax.config.read("jax_disable_most_optimizations"))
+    try:  # quick runs compile with most XLA optimisations off (common.fast_compile); restored for later tests
+        res = _load(name).main(quick=True, out_dir=str(tmp_path))
+    finally:
+        jax.config.update("jax_disable_most_optimizations", old)
     stem = f"{name}_quick"
     with open(tmp_path / f"{stem}.json") as f:
         data = json.load(f)  # valid JSON (NaN/inf are written as null, never as bare tokens)
