@@ -105,3 +105,19 @@ def test_thetas_and_pi_hat_checks(setup):
         cj.laplace(cj.Model(lambda t, d: -t[0] ** 2 * d, lambda t: 0.0), jnp.ones(5))
     with pytest.raises(ValueError, match="key"):
         cj.project(model, data, jnp.zeros((4, 3)), norm="fisher", key=None)
+
+
+def test_zero_weight_padding_repeats_a_weighted_row():
+    # Padding slots are masked out of the density, but autodiff still evaluates them: a padding row that
+    # overflows (here exp(100 theta)) would make the gradient NaN, 0 * inf. They repeat a weighted row instead.
+    from coresets_jax.core.validate import weighted_rows
+    model = cj.Model(lambda th, d: d[1] * (d[0] @ th) - jnp.exp(d[0] @ th), lambda th: -0.5 * jnp.sum(th ** 2))
+    X = jnp.array([[100.0], [0.5], [1.0], [1.5], [2.0], [0.7], [0.9], [1.1], [1.2]])
+    y = jnp.array([0.0, 2.0, 3.0, 5.0, 8.0, 2.0, 2.0, 3.0, 3.0])
+    w = jnp.array([0.0, 1.0, 2.0, 0.0, 3.0, 0.0, 0.0, 0.0, 0.0])
+    rows, w_rows = weighted_rows((X, y), 9, w)
+    assert w_rows.shape == (4,) and np.array_equal(np.asarray(w_rows), [1.0, 2.0, 3.0, 0.0])
+    np.testing.assert_array_equal(np.asarray(rows[0])[3], np.asarray(X[1]))  # the padding repeats row 1
+    grad = jax.grad(cj.core.weighted_log_density(model, rows, w_rows))(jnp.array([1.0]))
+    expected = sum(wn * xn * (yn - np.exp(xn)) for wn, xn, yn in [(1, 0.5, 2), (2, 1.0, 3), (3, 2.0, 8)]) - 1.0
+    np.testing.assert_allclose(np.asarray(grad), [expected], rtol=1e-5)

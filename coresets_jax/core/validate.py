@@ -162,5 +162,9 @@ def weighted_rows(data: Any, n: int, weights: Any):
     if not bool(jnp.any(w > 0)):
         raise ValueError("weights: all weights are zero, so the target is the prior; pass weights=None "
                          "for the full data, or a coreset with positive weights")
+    # Zero-weight slots (padding) repeat a weighted row: their terms are masked out of the density, but
+    # autodiff still evaluates them, and an arbitrary row (say row 0) can overflow where the coreset's own
+    # rows do not (exp(x theta) = inf gives 0 * inf = NaN in the gradient, and a failed Laplace fit).
+    idx = jnp.where(w > 0, idx, idx[jnp.argmax(w > 0)])
     rows = take_data(data, idx)
     return rows, w
