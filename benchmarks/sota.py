@@ -131,6 +131,7 @@ def run_problem(name, args, log, save):
 
 def plot(results, path):
     import matplotlib
+    import matplotlib.ticker
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -146,12 +147,14 @@ def plot(results, path):
             t = [x["total_s"] for x in rows]
             for c, (xs, key) in enumerate([(m, "mm_kl"), (m, "w1_normalised"), (t, "mm_kl"),
                                           (t, "w1_normalised")]):
-                axes[r, c].plot(xs, [max(x[key], 1e-6) for x in rows], style, label=method)
+                axes[r, c].plot(xs, [max(x[key], 1e-6) for x in rows], style, label=method,
+                                color=f"C{METHODS.index(method)}")  # one colour per method in every panel
         titles = ["moment KL vs M", "W1 / floor vs M", "moment KL vs total time", "W1 / floor vs total time"]
         for c in range(4):
             ax = axes[r, c]
             ax.set_xscale("log")
             ax.set_yscale("log")
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # minor labels overlap
             ax.set_title(f"{prob['problem']} (N={prob['N']}): {titles[c]}", fontsize=9)
             ax.set_xlabel("M" if c < 2 else "construction + sampling (s)")
             if c in (2, 3):
