@@ -155,6 +155,10 @@ def plot(results, path):
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # minor labels overlap
+            if c < 2:  # label the sizes that were run
+                sizes = sorted({x["size"] for x in prob["rows"]})
+                ax.set_xticks(sizes)
+                ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
             ax.set_title(f"{prob['problem']} (N={prob['N']}): {titles[c]}", fontsize=9)
             ax.set_xlabel("M" if c < 2 else "construction + sampling (s)")
             if c in (2, 3):
