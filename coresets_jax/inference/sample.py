@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import progress as _progress
-from ..core import Coreset, Model, initial_theta, take_data, weighted_log_density
+from ..core import Model, initial_theta, weighted_log_density
 from ..core import checks as _checks
 from ..core import validate as _validate
 from ..pihat import laplace

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-import blackjax
 import jax
 import jax.numpy as jnp
 import numpy as np
