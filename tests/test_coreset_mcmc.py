@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import coresets_jax as cj
-from coresets_jax.posterior_driven.coreset_mcmc import hot_dog, kl_gradient, subsampler
+from coresets_jax.posterior_driven.coreset_mcmc import hot_dog, kl_gradient
+from coresets_jax.posterior_driven.common import subsampler
 
 
 def exact_gradient_numpy(y, u, dense_w, core_idx):

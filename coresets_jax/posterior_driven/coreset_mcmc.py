@@ -50,12 +50,12 @@ import jax.numpy as jnp
 import optax
 
 from .. import progress as _progress
-from ..core import Model, log_likelihoods, take_data, top_k, weighted_log_density
-from ..inference import kernels as _kernels
+from ..core import Model, log_likelihoods, take_data, weighted_log_density
 from ..inference.driver import init_chains, step_chains
-from ..inference.warmup import warmup
+from .common import (check_count, check_kernel, check_positive, coreset_start, full_data_estimator,
+                     initial_coreset, start_chains)
 
-__all__ = ["HotDoGState", "coreset_mcmc", "hot_dog", "kl_gradient"]
+__all__ = ["HotDoGState", "coreset_mcmc", "hot_dog", "kl_gradient", "kl_gradient_from_target"]
 
 Array = jax.Array
 OPTIMIZERS = ("hot_dog", "adam")
@@ -81,9 +81,15 @@ def kl_gradient(coreset_lls: Array, subsample_lls: Array, weights: Array, subsam
       With independent exact draws theta_k ~ pi_w and the subsample independent of them, its expectation is
       the exact gradient -Cov_{pi_w}(L_m, sum_n u_n L_n - sum_m' w_m' L_m').
     """
+    return kl_gradient_from_target(coreset_lls, subsample_lls @ subsample_weights, weights)
+
+
+def kl_gradient_from_target(coreset_lls: Array, target: Array, weights: Array) -> Array:
+    """`kl_gradient` given the (K,) full-data log-likelihood estimates T(theta_k) directly (any estimate
+    unbiased up to an offset shared by the K chains, e.g. `common.full_data_estimator`'s)."""
     masked = jnp.where(weights > 0, weights, 0.0)
     core = jnp.where(weights > 0, coreset_lls, 0.0) @ masked
-    residual = subsample_lls @ subsample_weights - core
+    residual = target - core
     centred = coreset_lls - jnp.mean(coreset_lls, axis=0)
     k = coreset_lls.shape[0]
     return -(centred.T @ (residual - jnp.mean(residual))) / (k - 1)
@@ -116,98 +122,23 @@ def hot_dog(r: float = 1e-3) -> optax.GradientTransformation:
 
 
 # --------------------------------------------------------------------------------------------------------
-# Pieces shared with the quasi-Newton construction.
-
-
-def initial_coreset(key: Array, data_weights: Array, size: int, dtype) -> tuple[Array, Array]:
-    """M rows drawn without replacement with probabilities proportional to u (Gumbel top-k), each weighted
-    sum(u) / (number drawn). Rows with u = 0 are never drawn; if fewer than M rows are live, the extra
-    slots get weight 0."""
-    u = data_weights.astype(dtype)
-    gumbel = jax.random.gumbel(key, u.shape, dtype)
-    scores = jnp.where(u > 0, jnp.log(jnp.where(u > 0, u, 1.0)) + gumbel, -jnp.inf)
-    best, indices = top_k(scores, size)
-    live = jnp.isfinite(best)
-    weights = jnp.where(live, jnp.sum(u) / jnp.maximum(jnp.sum(live), 1), 0.0).astype(dtype)
-    return indices.astype(jnp.int32), weights
-
-
-def subsampler(data_weights: Array, num: int, dtype):
-    """`draw(key) -> (indices, row_weights)` such that sum_s row_weights_s L_{indices_s} estimates sum_n u_n L_n.
-
-    With num < N: `num` rows with probabilities u_n / sum(u), with replacement, each weighted sum(u) / num
-    (unbiased); the cumulative sum of u is computed once, and each draw is `num` binary searches, O(num log N).
-    With num >= N: every row, weighted u_n (exact; the shapes are static, so this is decided when tracing).
-    """
-    u = jnp.where(data_weights > 0, data_weights, 0.0).astype(dtype)
-    n = u.shape[0]
-    if num >= n:
-        every = jnp.arange(n, dtype=jnp.int32)
-        return lambda key: (every, u)
-    cdf = jnp.cumsum(u)
-    total = cdf[-1]
-    row_weights = jnp.full(num, total / num, dtype)
-
-    def draw(key):
-        v = jax.random.uniform(key, (num,), dtype) * total
-        idx = jnp.searchsorted(cdf, v, side="right")
-        return jnp.minimum(idx, n - 1).astype(jnp.int32), row_weights
-
-    return draw
-
-
-def start_chains(key: Array, kernel: str, logdensity_fn, start, num_chains: int, num_warmup: int,
-                 settings: dict):
-    """K chains drawn from N(start.mean, start.cov) and warmed up (per-chain tuning) against `logdensity_fn`."""
-    dtype = jnp.result_type(start.mean.dtype, jnp.float32)
-    mean, cov = start.mean.astype(dtype), start.cov.astype(dtype)
-    k_init, k_warm = jax.random.split(key)
-    d = mean.shape[0]
-    chol = jnp.linalg.cholesky(cov + 1e-10 * jnp.trace(cov) / d * jnp.eye(d, dtype=dtype))
-    positions = mean + jax.random.normal(k_init, (num_chains, d), dtype) @ chol.T
-    tuning0 = _kernels.initial_tuning(kernel, cov, settings)
-    run = warmup(kernel, logdensity_fn, num_warmup, settings)
-    states, tuning, _ = jax.vmap(run, in_axes=(0, 0, None))(jax.random.split(k_warm, num_chains), positions,
-                                                            tuning0)
-    # Re-initialise through the driver so the states have the kernel's own layout for `step_chains`.
-    states = init_chains(kernel, logdensity_fn, states.position, tuning, settings)
-    return states, tuning
-
-
-def check_count(value, name: str, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name}: must be an integer >= {low}, got {value!r}")
-    return value
-
-
-def check_positive(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{name}: must be a positive number, got {value!r}")
-    return float(value)
-
-
-def check_kernel(kernel) -> dict:
-    if kernel not in _kernels.KERNELS:
-        raise ValueError(f"kernel: unknown value {kernel!r}; expected one of {sorted(_kernels.KERNELS)}")
-    return _kernels.check_settings(kernel, {})
-
-
-# --------------------------------------------------------------------------------------------------------
 # The construction.
 
 
 class CoresetMCMCState(NamedTuple):
-    """weights: w; opt_state: the optimiser's; chains: the K kernel states; key: the PRNG stream."""
+    """weights: w; opt_state: the optimiser's; chains: the K kernel states; weight_sum: the running sum of
+    the iterates in the averaging tail."""
 
     weights: Array
     opt_state: Any
     chains: Any
-    key: Array
+    weight_sum: Array
 
 
 def coreset_mcmc(model: Model, size: int, kernel: str = "mala", num_chains: int = 4, num_iters: int = 1000,
                  num_warmup: int = 200, num_draws: int = 100, subsample: int = 100, optimizer: str = "hot_dog",
-                 learning_rate: float = 0.1, r: float = 1e-3):
+                 learning_rate: float = 0.1, r: float = 1e-3, control_variate: bool = True,
+                 average_tail: float = 0.5, hot_start: bool = True):
     """Coreset MCMC of M = `size` uniformly subsampled points as a pure posterior-driven core.
 
     Args:
@@ -222,10 +153,18 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "mala", num_chains: int 
       optimizer: "hot_dog" (learning-rate-free, default) or "adam" (with `learning_rate`).
       learning_rate: Adam's learning rate (unused by Hot DoG).
       r: Hot DoG's initial relative distance (0.001 in the paper).
+      control_variate: estimate the full-data log-likelihood with the first-order control variate around
+        pi_hat's mean (`common` module docstring): one O(N D) gradient pass, then subsample noise ~ 1/S
+        instead of N/S. Off: the papers' plain subsample estimate.
+      average_tail: the returned weights are the mean of the iterates over this last fraction of the
+        iterations (Polyak-Ruppert; our addition): a learning-rate-free step decays only like
+        1/sqrt(sum g^2), so the last iterate keeps the gradient noise of its last steps. 0: the last iterate.
+      hot_start: start the chains at the Laplace approximation of pi_{w_0} (Newton on the M rows from
+        pi_hat's mean) rather than at pi_hat (`common.coreset_start`).
 
     Returns:
       `solve(key, data, data_weights, start) -> (indices, weights, info)`; `info` holds `samples` (K, T, D),
-      `acceptance_rate` (K,) over the T final draws, and `initial_weights` (M,).
+      `acceptance_rate` (K,) over the T final draws, `initial_weights` (M,) and `final_iterate` (M,).
     """
     settings = check_kernel(kernel)
     check_count(num_chains, "num_chains", 2)
@@ -236,6 +175,12 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "mala", num_chains: int 
         raise ValueError(f"optimizer: unknown value {optimizer!r}; expected one of {list(OPTIMIZERS)}")
     learning_rate = check_positive(learning_rate, "learning_rate")
     r = check_positive(r, "r")
+    for name, value in (("control_variate", control_variate), ("hot_start", hot_start)):
+        if not isinstance(value, bool):
+            raise ValueError(f"{name}: must be True or False, got {value!r}")
+    if isinstance(average_tail, bool) or not isinstance(average_tail, (int, float)) or not 0 <= average_tail < 1:
+        raise ValueError(f"average_tail: must be a number in [0, 1), got {average_tail!r}")
+    num_averaged = max(int(round(average_tail * num_iters)), 1)
     opt = hot_dog(r) if optimizer == "hot_dog" else optax.adam(learning_rate)
 
     def solve(key, data, data_weights, start):
@@ -244,30 +189,34 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "mala", num_chains: int 
         indices, w0 = initial_coreset(k_core, data_weights, size, dtype)
         rows = take_data(data, indices)
         live = w0 > 0
-        draw_subsample = subsampler(data_weights, subsample, dtype)
+        estimate = full_data_estimator(model, data, data_weights, subsample, start.mean, dtype, control_variate)
         lls = jax.vmap(lambda th, d: log_likelihoods(model, th, d), in_axes=(0, None))
 
-        chains, tuning = start_chains(k_chains, kernel, weighted_log_density(model, rows, w0), start,
+        chain_start = coreset_start(model, rows, w0, start) if hot_start else start
+        chains, tuning = start_chains(k_chains, kernel, weighted_log_density(model, rows, w0), chain_start,
                                       num_chains, num_warmup, settings)
 
-        def iteration(state, key):
+        def iteration(state, xs):
+            key, t = xs
             k_step, k_sub = jax.random.split(key)
             chains, _ = step_chains(k_step, kernel, weighted_log_density(model, rows, state.weights),
                                     state.chains, tuning, settings)
             thetas = chains.position
-            idx, row_weights = draw_subsample(k_sub)
-            grad = kl_gradient(lls(thetas, rows).astype(dtype), lls(thetas, take_data(data, idx)).astype(dtype),
-                               state.weights, row_weights)
+            grad = kl_gradient_from_target(lls(thetas, rows).astype(dtype), estimate(k_sub, thetas),
+                                           state.weights)
             grad = jnp.where(live & jnp.isfinite(grad), grad, 0.0)
             updates, opt_state = opt.update(grad, state.opt_state, state.weights)
             weights = jnp.where(live, jnp.maximum(state.weights + updates, 0.0), 0.0)
-            return CoresetMCMCState(weights, opt_state, chains, state.key), None
+            in_tail = t >= num_iters - num_averaged
+            return CoresetMCMCState(weights, opt_state, chains,
+                                    state.weight_sum + jnp.where(in_tail, weights, 0.0)), None
 
-        init = CoresetMCMCState(w0, opt.init(w0), chains, k_loop)
-        state, _ = _progress.scan(iteration, init, jax.random.split(k_loop, num_iters),
+        init = CoresetMCMCState(w0, opt.init(w0), chains, jnp.zeros_like(w0))
+        state, _ = _progress.scan(iteration, init, (jax.random.split(k_loop, num_iters), jnp.arange(num_iters)),
                                   desc="coreset MCMC (iterations)")
+        weights = state.weight_sum / num_averaged
 
-        final_density = weighted_log_density(model, rows, state.weights)
+        final_density = weighted_log_density(model, rows, weights)
 
         def draw(chains, key):
             chains, info = step_chains(key, kernel, final_density, chains, tuning, settings, refresh=False)
@@ -277,7 +226,7 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "mala", num_chains: int 
         _, (samples, acc) = _progress.scan(draw, chains, jax.random.split(k_draws, num_draws),
                                            desc="coreset MCMC (draws)")
         info = {"samples": jnp.swapaxes(samples, 0, 1), "acceptance_rate": jnp.mean(acc, axis=0),
-                "initial_weights": w0}
-        return indices, state.weights, info
+                "initial_weights": w0, "final_iterate": state.weights}
+        return indices, weights, info
 
     return solve

@@ -43,8 +43,8 @@ import jax.numpy as jnp
 from .. import progress as _progress
 from ..core import Model, log_likelihoods, take_data, weighted_log_density
 from ..inference.driver import init_chains, step_chains
-from .coreset_mcmc import (check_count, check_kernel, check_positive, initial_coreset, start_chains,
-                           subsampler)
+from .common import (check_count, check_kernel, check_positive, coreset_start, full_data_estimator,
+                     initial_coreset, start_chains)
 
 __all__ = ["kl_change", "newton_direction", "quasi_newton"]
 
@@ -105,7 +105,8 @@ class QuasiNewtonState(NamedTuple):
 
 def quasi_newton(model: Model, size: int, kernel: str = "nuts", num_chains: int = 4, num_steps: int = 20,
                  draws: int = 25, num_burn: int = 10, num_warmup: int = 200, subsample: int = 1000,
-                 tau: float = 1e-2, step_size: float = 1.0, num_backtracks: int = 8, average: int = 5):
+                 tau: float = 1e-2, step_size: float = 1.0, num_backtracks: int = 8, average: int = 5,
+                 control_variate: bool = True, hot_start: bool = True):
     """Quasi-Newton refinement of M = `size` uniformly subsampled points, as a pure posterior-driven core.
 
     Args:
@@ -122,6 +123,9 @@ def quasi_newton(model: Model, size: int, kernel: str = "nuts", num_chains: int 
       step_size: the largest alpha after the first step.
       num_backtracks: candidates 1, 1/2, ... of the first step's line search.
       average: the result is the mean of the last `average` iterates (1: the last iterate).
+      control_variate: estimate the full-data log-likelihood with the first-order control variate around
+        pi_hat's mean (`common` module docstring); off: the plain subsample estimate.
+      hot_start: start the chains at the Laplace approximation of pi_{w_0} (`common.coreset_start`).
 
     Returns:
       `solve(key, data, data_weights, start) -> (indices, weights, info)`; `info` holds `samples` (K, draws,
@@ -140,6 +144,9 @@ def quasi_newton(model: Model, size: int, kernel: str = "nuts", num_chains: int 
     check_count(num_warmup, "num_warmup", 0)
     if num_chains * draws < 2:
         raise ValueError("draws: num_chains * draws must be at least 2 (G and g are sample covariances)")
+    for name, value in (("control_variate", control_variate), ("hot_start", hot_start)):
+        if not isinstance(value, bool):
+            raise ValueError(f"{name}: must be True or False, got {value!r}")
     tau = check_positive(tau, "tau")
     step_size = check_positive(step_size, "step_size")
     candidates = 0.5 ** jnp.arange(num_backtracks)
@@ -149,9 +156,10 @@ def quasi_newton(model: Model, size: int, kernel: str = "nuts", num_chains: int 
         k_core, k_chains, k_loop = jax.random.split(key, 3)
         indices, w0 = initial_coreset(k_core, data_weights, size, dtype)
         rows = take_data(data, indices)
-        draw_subsample = subsampler(data_weights, subsample, dtype)
+        estimate = full_data_estimator(model, data, data_weights, subsample, start.mean, dtype, control_variate)
         lls = jax.vmap(lambda th, d: log_likelihoods(model, th, d), in_axes=(0, None))
-        chains, tuning = start_chains(k_chains, kernel, weighted_log_density(model, rows, w0), start,
+        chain_start = coreset_start(model, rows, w0, start) if hot_start else start
+        chains, tuning = start_chains(k_chains, kernel, weighted_log_density(model, rows, w0), chain_start,
                                       num_chains, num_warmup, settings)
 
         def sample(key, chains, weights):
@@ -170,9 +178,8 @@ def quasi_newton(model: Model, size: int, kernel: str = "nuts", num_chains: int 
             k_sample, k_sub = jax.random.split(key)
             chains, thetas = sample(k_sample, state.chains, state.weights)
             flat = thetas.reshape(-1, thetas.shape[-1])
-            idx, row_weights = draw_subsample(k_sub)
             core = lls(flat, rows).astype(dtype)
-            target = lls(flat, take_data(data, idx)).astype(dtype) @ row_weights
+            target = estimate(k_sub, flat)
             direction, _ = newton_direction(core, target, state.weights, tau, w0 > 0)
             direction = jnp.where(jnp.isfinite(direction), direction, 0.0)
 

@@ -1,0 +1,159 @@
+"""Pieces shared by the posterior-driven constructions (Coreset MCMC, quasi-Newton): the initial uniform
+coreset, the data subsample, the full-data log-likelihood estimate with its control variate, and the chains'
+hot start.
+
+Control variate (our addition to both papers' estimators). Both methods need, at each sample theta_k of
+pi_w, the full-data log-likelihood T(theta_k) = sum_n u_n L_n(theta_k), and use it only through covariances
+over the samples, so any theta-independent offset drops out. The plain estimate (sum(u)/S) sum_s L_{n_s}
+has variance ~ N^2/S Var_n(L_n(theta) - L_n(theta')) ~ N/S: posterior spreads are ~ N^{-1/2} and L_n moves
+linearly over them. With a first-order Taylor expansion around an anchor theta_0 (pi_hat's mean),
+
+    T(theta) - T(theta_0) = (sum_n u_n grad L_n(theta_0)) . (theta - theta_0)
+                            + sum_n u_n [L_n(theta) - L_n(theta_0) - grad L_n(theta_0) . (theta - theta_0)],
+
+the first term is exact from one O(N D) gradient pass made once, and the subsample only estimates the
+Taylor remainder, which is quadratic in theta - theta_0: its variance is ~ 1/S instead of N/S. This is the
+control variate of stochastic-gradient MCMC (Baker, Fearnhead, Fox & Nemeth 2019), applied to the
+log-likelihood rather than its gradient. It stays unbiased for any anchor; a poor anchor only makes it
+less effective. Per-iteration cost is unchanged, O(S D); the one pass over the data is the only O(N) work.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from ..core import Model, log_likelihoods, take_data, top_k, weighted_sum
+from ..inference import kernels as _kernels
+from ..inference.driver import init_chains
+from ..inference.warmup import warmup
+from ..pihat import laplace_fn
+from ..registry import Start
+
+Array = jax.Array
+
+
+
+def initial_coreset(key: Array, data_weights: Array, size: int, dtype) -> tuple[Array, Array]:
+    """M rows drawn without replacement with probabilities proportional to u (Gumbel top-k), each weighted
+    sum(u) / (number drawn). Rows with u = 0 are never drawn; if fewer than M rows are live, the extra
+    slots get weight 0."""
+    u = data_weights.astype(dtype)
+    gumbel = jax.random.gumbel(key, u.shape, dtype)
+    scores = jnp.where(u > 0, jnp.log(jnp.where(u > 0, u, 1.0)) + gumbel, -jnp.inf)
+    best, indices = top_k(scores, size)
+    live = jnp.isfinite(best)
+    weights = jnp.where(live, jnp.sum(u) / jnp.maximum(jnp.sum(live), 1), 0.0).astype(dtype)
+    return indices.astype(jnp.int32), weights
+
+
+def subsampler(data_weights: Array, num: int, dtype):
+    """`draw(key) -> (indices, row_weights)` such that sum_s row_weights_s L_{indices_s} estimates sum_n u_n L_n.
+
+    With num < N: `num` rows with probabilities u_n / sum(u), with replacement, each weighted sum(u) / num
+    (unbiased); the cumulative sum of u is computed once, and each draw is `num` binary searches, O(num log N).
+    With num >= N: every row, weighted u_n (exact; the shapes are static, so this is decided when tracing).
+    """
+    u = jnp.where(data_weights > 0, data_weights, 0.0).astype(dtype)
+    n = u.shape[0]
+    if num >= n:
+        every = jnp.arange(n, dtype=jnp.int32)
+        return lambda key: (every, u)
+    cdf = jnp.cumsum(u)
+    total = cdf[-1]
+    row_weights = jnp.full(num, total / num, dtype)
+
+    def draw(key):
+        v = jax.random.uniform(key, (num,), dtype) * total
+        idx = jnp.searchsorted(cdf, v, side="right")
+        return jnp.minimum(idx, n - 1).astype(jnp.int32), row_weights
+
+    return draw
+
+
+def full_data_estimator(model: Model, data: Any, data_weights: Array, num: int, anchor: Array, dtype,
+                        control_variate: bool = True):
+    """`estimate(key, thetas) -> (K,)`: T(theta_k) = sum_n u_n L_n(theta_k), up to one offset shared by the K
+    thetas of a call, from `num` subsampled rows (module docstring).
+
+    With `control_variate`, the gradient G = sum_n u_n grad L_n(anchor) is computed here once (one O(N D)
+    pass) and each call returns G.(theta - anchor) plus the subsample estimate of the Taylor remainder.
+    Without it, each call returns the plain estimate (sum(u)/num) sum_s L_{n_s}(theta). With num >= N the
+    sum is exact either way, and no gradient pass is made.
+    """
+    draw = subsampler(data_weights, num, dtype)
+    n = data_weights.shape[0]
+    lls = jax.vmap(lambda th, d: log_likelihoods(model, th, d), in_axes=(0, None))
+    if num >= n or not control_variate:
+        def plain(key, thetas):
+            idx, row_weights = draw(key)
+            return lls(thetas, take_data(data, idx)).astype(dtype) @ row_weights
+        return plain
+
+    anchor = anchor.astype(dtype)
+    u = jnp.where(data_weights > 0, data_weights, 0.0).astype(dtype)
+    total_gradient = jax.grad(lambda th: weighted_sum(u, log_likelihoods(model, th, data)))(anchor)
+    row_gradients = jax.vmap(jax.grad(model.log_likelihood), in_axes=(None, 0))
+
+    def with_control_variate(key, thetas):
+        idx, row_weights = draw(key)
+        rows = take_data(data, idx)
+        shift = (thetas - anchor).astype(dtype)                                  # (K, D)
+        at_anchor = log_likelihoods(model, anchor, rows).astype(dtype)           # (S,)
+        slopes = row_gradients(anchor, rows).astype(dtype)                       # (S, D)
+        remainder = lls(thetas, rows).astype(dtype) - at_anchor - shift @ slopes.T  # (K, S)
+        return shift @ total_gradient + remainder @ row_weights
+
+    return with_control_variate
+
+
+def coreset_start(model: Model, rows: Any, weights: Array, start: Start, max_iter: int = 30) -> Start:
+    """The Laplace approximation of pi_{w_0} itself, fitted by Newton from pi_hat's mean on the M rows (cost
+    O(M D^2) per iteration); pi_hat's summary where that fit is not finite or not positive definite.
+
+    Chains started from pi_hat begin ~ sqrt(N/M) posterior sds from the mode of a uniform coreset's pi_w0, in
+    its tails, where a step size tuned in warm-up can leave a chain stuck; starting at pi_w0's own mode and
+    scale avoids that, whatever pi_hat was (even the prior).
+    """
+    dtype = jnp.result_type(start.mean.dtype, jnp.float32)
+    fit = laplace_fn(model, max_iter=max_iter)(rows, start.mean.astype(dtype), weights.astype(dtype))
+    ok = fit.info["finite"] & jnp.all(jnp.linalg.eigvalsh(fit.cov) > 0)
+    return Start(jnp.where(ok, fit.mean, start.mean.astype(dtype)), jnp.where(ok, fit.cov, start.cov.astype(dtype)))
+
+
+def start_chains(key: Array, kernel: str, logdensity_fn, start, num_chains: int, num_warmup: int,
+                 settings: dict):
+    """K chains drawn from N(start.mean, start.cov) and warmed up (per-chain tuning) against `logdensity_fn`."""
+    dtype = jnp.result_type(start.mean.dtype, jnp.float32)
+    mean, cov = start.mean.astype(dtype), start.cov.astype(dtype)
+    k_init, k_warm = jax.random.split(key)
+    d = mean.shape[0]
+    chol = jnp.linalg.cholesky(cov + 1e-10 * jnp.trace(cov) / d * jnp.eye(d, dtype=dtype))
+    positions = mean + jax.random.normal(k_init, (num_chains, d), dtype) @ chol.T
+    tuning0 = _kernels.initial_tuning(kernel, cov, settings)
+    run = warmup(kernel, logdensity_fn, num_warmup, settings)
+    states, tuning, _ = jax.vmap(run, in_axes=(0, 0, None))(jax.random.split(k_warm, num_chains), positions,
+                                                            tuning0)
+    # Re-initialise through the driver so the states have the kernel's own layout for `step_chains`.
+    states = init_chains(kernel, logdensity_fn, states.position, tuning, settings)
+    return states, tuning
+
+
+def check_count(value, name: str, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name}: must be an integer >= {low}, got {value!r}")
+    return value
+
+
+def check_positive(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name}: must be a positive number, got {value!r}")
+    return float(value)
+
+
+def check_kernel(kernel) -> dict:
+    if kernel not in _kernels.KERNELS:
+        raise ValueError(f"kernel: unknown value {kernel!r}; expected one of {sorted(_kernels.KERNELS)}")
+    return _kernels.check_settings(kernel, {})
