@@ -75,7 +75,9 @@ def test_coreset_mcmc_options_are_checked():
     y = jnp.zeros((10, 2))
     for bad, match in [(dict(kernel="gibbs"), "kernel"), (dict(num_chains=1), "num_chains"),
                        (dict(optimizer="sgd"), "optimizer"), (dict(learning_rate=0.0), "learning_rate"),
-                       (dict(num_iters=0), "num_iters")]:
+                       (dict(num_iters=0), "num_iters"), (dict(average_tail=1.0), "average_tail"),
+                       (dict(average_tail=-0.1), "average_tail"), (dict(control_variate=1), "control_variate"),
+                       (dict(hot_start="yes"), "hot_start")]:
         with pytest.raises(ValueError, match=match):
             cj.coreset(model, y, 2, "coreset_mcmc", **bad)
 

@@ -84,7 +84,8 @@ def test_quasi_newton_options_are_checked():
     model = cj.models.gaussian_mean(2)
     y = jnp.zeros((10, 2))
     for bad, match in [(dict(kernel="gibbs"), "kernel"), (dict(num_steps=0), "num_steps"),
-                       (dict(tau=-1.0), "tau"), (dict(average=30), "average")]:
+                       (dict(tau=-1.0), "tau"), (dict(average=30), "average"),
+                       (dict(control_variate="on"), "control_variate"), (dict(hot_start=0), "hot_start")]:
         with pytest.raises(ValueError, match=match):
             cj.coreset(model, y, 2, "quasi_newton", **bad)
 

@@ -6,23 +6,27 @@ descriptions, and no equation numbers are claimed.
 
 1. Subsample M rows with probability proportional to the data weights u (uniform for a plain dataset),
    without replacement, and give each the weight sum(u) / M (Chen & Campbell, Algorithm 1).
-2. Start K >= 2 chains of any registered kernel ("mala" default, "nuts", "hmc", "rwmh") from pi_hat and warm
-   their tuning up for `num_warmup` steps against pi_{w_0}, with the weights held at w_0 (the "hot start":
-   the chains reach pi_w before the first gradient is taken, so early gradients are not biased by the
-   initialisation; see below).
+2. Start K >= 2 chains of any registered kernel ("mala" default, "nuts", "hmc", "rwmh") at the Laplace fit
+   of pi_{w_0} (`common.coreset_start`; pi_hat itself with `hot_start=False`) and warm their tuning up for
+   `num_warmup` steps against pi_{w_0}, with the weights held at w_0 (the "hot start": the chains reach pi_w
+   before the first gradient is taken, so early gradients are not biased by the initialisation; see below).
 3. Each of `num_iters` iterations (Chen & Campbell, Algorithm 1): step every chain once against the current pi_w
-   (`inference.step_chains`, which refreshes the cached density because w moved); draw an S-point data
-   subsample with probabilities u_n / sum(u); estimate the KL gradient (the Coreset MCMC gradient estimate)
+   (`inference.step_chains`, which refreshes the cached density because w moved); estimate the full-data
+   log-likelihood T(theta_k) = sum_n u_n L_n(theta_k) at each chain state from an S-point data subsample
+   drawn with probabilities u_n / sum(u) (by default with the first-order control variate of
+   `common.full_data_estimator`, our addition); estimate the KL gradient (the Coreset MCMC gradient
+   estimate)
 
-       g_m = -Cov_k( L_m(theta_k), (sum(u)/S) sum_s L_{n_s}(theta_k) - sum_m' w_m' L_m'(theta_k) )
+       g_m = -Cov_k( L_m(theta_k), T(theta_k) - sum_m' w_m' L_m'(theta_k) )
 
-   with the sample covariance over the K chains (`kl_gradient`); update w with the optimiser and clip at 0.
-   A step costs O(K (M + S) D): the chains see only the M coreset rows and the gradient only the S
-   subsampled rows. The subsample is drawn by inverse-CDF sampling against a cumulative sum of u computed
-   once, so no iteration touches all N rows.
-4. After the last update the chains take `num_draws` more steps with the weights fixed. These K x T draws
-   are MCMC samples of the returned coreset's posterior, so no separate sampling run is needed:
-   `coreset.info["samples"]` has shape (K, T, D).
+   with the sample covariance over the K chains (`kl_gradient_from_target`); update w with the optimiser and
+   clip at 0. A step costs O(K (M + S) D): the chains see only the M coreset rows and the gradient only the
+   S subsampled rows. The subsample is drawn by inverse-CDF sampling against a cumulative sum of u computed
+   once; the control variate's gradient sum is one O(N D) pass, also made once.
+4. The returned weights are the mean of the iterates over the last `average_tail` fraction of the
+   iterations (Polyak-Ruppert averaging, our addition). The chains then take `num_draws` more steps with
+   those weights fixed. These K x T draws are MCMC samples of the returned coreset's posterior, so no
+   separate sampling run is needed: `coreset.info["samples"]` has shape (K, T, D).
 
 Hot DoG (the default, `optimizer="hot_dog"`). The paper's text available to us (abstract and summaries)
 describes it as DoG, "distance over gradients" (Ivgi, Hinder & Carmon, ICML 2023), made coordinate-wise and

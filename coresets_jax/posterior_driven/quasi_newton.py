@@ -6,10 +6,13 @@ numbers are claimed).
    without replacement, each weighted sum(u) / M (N / M for a plain dataset).
 2. `num_steps` quasi-Newton steps on KL(pi_w || pi). Step t:
    - sample pi_w: K chains of a registered kernel (default NUTS), warm-started from the previous step's
-     final states (tuned once by a warm-up at w_0), take `num_burn` steps after the weights moved, then
-     `draws` steps whose states are kept: S = K * draws samples theta_s;
+     final states (started at the Laplace fit of pi_{w_0} and tuned once by a warm-up at w_0), take
+     `num_burn` steps after the weights moved, then `draws` steps whose states are kept: S = K * draws
+     samples theta_s;
    - draw a data subsample (probabilities u_n / sum(u), size `subsample`) and estimate the full-data log
-     likelihood t_s = (sum(u) / S') sum_{s'} L_{n_s'}(theta_s) at each sample;
+     likelihood t_s = sum_n u_n L_n(theta_s) at each sample: by default with the first-order control
+     variate of `common.full_data_estimator` (our addition; noise ~ 1/S' instead of N/S'), or the paper's
+     plain (sum(u) / S') sum_{s'} L_{n_s'}(theta_s) with `control_variate=False`;
    - form, with sample covariances over the S draws,
          G = Cov(L_m, L_m') + tau I,        g = -Cov(L_m, t - sum_m' w_m' L_m')      (g: the KL gradient)
      where tau = `tau` * mean_m Cov(L_m, L_m) (relative, so one default fits every likelihood scale);
@@ -30,7 +33,7 @@ use alpha_t = min(step_size, 2^(t-1) alpha_1): the step doubles back towards the
 the first, largest move is made.
 
 Cost: each step is K (num_burn + draws) kernel steps on M rows, plus O(S (M + S') D) for the lls and an
-O(M^3) solve; no O(N) term after the initial subsample.
+O(M^3) solve; no O(N) term after the initial subsample and the control variate's one gradient pass.
 """
 
 from __future__ import annotations
