@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import time
+import warnings
 from typing import Any, Optional
 
 import jax
@@ -348,6 +349,24 @@ def _resolve_pi_hat(pi_hat: Any, model: Model, data: Any, key: jax.Array, init: 
     return _pihat.samples(pi_hat)
 
 
+STUCK_ACCEPTANCE = 0.01
+
+
+def _warn_stuck_chains(info: dict, name: str) -> None:
+    """A chain that accepts (almost) nothing feeds the weight updates a point mass: its draws and the
+    weights they shaped are not to be trusted, and nothing else would say so."""
+    acc = info.get("acceptance_rate")
+    if acc is None:
+        return
+    acc = np.asarray(acc)
+    stuck = int(np.sum(acc < STUCK_ACCEPTANCE))
+    if stuck:
+        warnings.warn(f"{name}: {stuck} of {acc.size} chains accepted under {STUCK_ACCEPTANCE:.0%} of their final "
+                      f"draws (acceptance {np.round(acc, 3).tolist()}): they are stuck, so the weights and "
+                      "info['samples'] are unreliable; try kernel='nuts', more num_warmup, or a larger size",
+                      RuntimeWarning, stacklevel=3)
+
+
 def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
             key: Optional[jax.Array] = None, *, norm: str = "fisher", num_features: int = 500,
             pi_hat: Any = None, dtype=None, init: Any = None, return_vectors: bool = False, **options):
@@ -385,6 +404,7 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
         solve = compiled_coreset_fn(model, construction, size, opts)
         cs = _check_finite_result(solve(key_solve, jax.tree_util.tree_map(jnp.asarray, data),
                                         start_from(approx, key_theta)))
+        _warn_stuck_chains(cs.info, construction.name)
         cs = Coreset(cs.indices, cs.weights, cs.info, cs.method, {
             "method": construction.name, "size": size, "options": dict(opts), "key": _key_data(key),
             "N": n, "time_s": time.perf_counter() - start_time})

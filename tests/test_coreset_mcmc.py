@@ -120,3 +120,18 @@ def test_coreset_mcmc_gaussian_kl_beats_uniform_and_is_near_the_best_hilbert_met
     # GIGA/IHT are exact here up to float32 (pi_hat = Laplace = the posterior, M > D + 1): KL ~ 1e-6.
     # "Within 2x" then needs an absolute floor; 0.01 nats is 1/5000 of uniform's KL.
     assert np.median(full) <= 2 * np.median(hilbert) + 0.01, (full, hilbert)
+
+
+def test_stuck_chains_are_reported_not_silent():
+    # At N = 10^6, M = 100 MALA chains tuned at w_0 stopped accepting once the weights moved (sota.py):
+    # cj.coreset must say so rather than return their point masses as posterior samples.
+    from coresets_jax.construct import _warn_stuck_chains
+
+    with pytest.warns(RuntimeWarning, match="1 of 3 chains"):
+        _warn_stuck_chains({"acceptance_rate": np.array([0.55, 0.0, 0.61])}, "coreset_mcmc")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _warn_stuck_chains({"acceptance_rate": np.array([0.55, 0.3])}, "coreset_mcmc")
+        _warn_stuck_chains({}, "quasi_newton")
