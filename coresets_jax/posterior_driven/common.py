@@ -95,14 +95,14 @@ def full_data_estimator(model: Model, data: Any, data_weights: Array, num: int, 
     anchor = anchor.astype(dtype)
     u = jnp.where(data_weights > 0, data_weights, 0.0).astype(dtype)
     total_gradient = jax.grad(lambda th: weighted_sum(u, log_likelihoods(model, th, data)))(anchor)
-    row_gradients = jax.vmap(jax.grad(model.log_likelihood), in_axes=(None, 0))
+    rows_at_anchor = jax.vmap(jax.value_and_grad(model.log_likelihood), in_axes=(None, 0))
 
     def with_control_variate(key, thetas):
         idx, row_weights = draw(key)
         rows = take_data(data, idx)
         shift = (thetas - anchor).astype(dtype)                                  # (K, D)
-        at_anchor = log_likelihoods(model, anchor, rows).astype(dtype)           # (S,)
-        slopes = row_gradients(anchor, rows).astype(dtype)                       # (S, D)
+        at_anchor, slopes = rows_at_anchor(anchor, rows)                         # (S,), (S, D): one pass
+        at_anchor, slopes = at_anchor.astype(dtype), slopes.astype(dtype)
         remainder = lls(thetas, rows).astype(dtype) - at_anchor - shift @ slopes.T  # (K, S)
         return shift @ total_gradient + remainder @ row_weights
 
