@@ -106,7 +106,8 @@ EXTENDED = (
     "test_sharding.py",  # CI keeps test_scale.py's sharded equality and test_multiprocess.py
     "test_inference.py::test_nuts_matches_long_rwmh_on_logistic_regression",  # CI: exact Gaussian posteriors
     "test_cli.py::test_sample_adds_posterior_quality",  # CI: test_run_writes_table_json_coresets_and_plots
-    "test_quasi_newton.py::test_quasi_newton_through_coreset_merged_and_stream",  # CI: coreset MCMC's twin
+    "test_quasi_newton.py::test_quasi_newton_through_coreset_merged_and_stream",  # CI: test_architecture's
+    "test_coreset_mcmc.py::test_coreset_mcmc_through_coreset_merged_and_stream",  # posterior merge + stream
     "test_iht.py::test_iht_section_5_1_miniature",  # CI: test_iht_invariants, test_default_debias_...
     "test_iht.py::test_two_starts_dominate_each_start",
 )
