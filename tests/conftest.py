@@ -108,6 +108,8 @@ EXTENDED = (
     "test_cli.py::test_sample_adds_posterior_quality",  # CI: test_run_writes_table_json_coresets_and_plots
     "test_quasi_newton.py::test_quasi_newton_through_coreset_merged_and_stream",  # CI: test_architecture's
     "test_coreset_mcmc.py::test_coreset_mcmc_through_coreset_merged_and_stream",  # posterior merge + stream
+    "test_architecture.py::test_build_fn_vmaps_over_keys_and_over_V[iht2]",  # CI: [uniform], [giga], iht_quick
+    "test_numpyro.py::test_halfnormal_posterior_matches_numpyro_nuts",  # CI: ..._prior_has_the_jacobian
     "test_iht.py::test_iht_section_5_1_miniature",  # CI: test_iht_invariants, test_default_debias_...
     "test_iht.py::test_two_starts_dominate_each_start",
 )
