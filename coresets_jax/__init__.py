@@ -14,7 +14,7 @@ from .construct import METHODS, POSTERIOR_METHODS, build, build_fn, coreset, cor
 from .registry import Construction, Start, methods, register
 from .data import load_npz
 from .distributed import merged_coreset
-from .inference import Posterior, sample, sample_fn
+from .inference import KernelSpec, Posterior, register_kernel, sample, sample_fn
 from .core import Coreset, Model, log_joint, log_likelihoods, weighted_log_density
 from .pihat import GaussianApproximation, laplace, laplace_fn, prior, samples
 from .projection import NORMS, project, project_fn
@@ -32,6 +32,7 @@ __all__ = [
     "Construction",
     "Coreset",
     "GaussianApproximation",
+    "KernelSpec",
     "METHODS",
     "Model",
     "NORMS",
@@ -65,6 +66,7 @@ __all__ = [
     "project_fn",
     "refit",
     "register",
+    "register_kernel",
     "relative_error",
     "sample",
     "sample_fn",

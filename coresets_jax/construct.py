@@ -15,6 +15,7 @@ Methods are looked up in `coresets_jax.registry` by name, or passed as a `cj.Con
 from __future__ import annotations
 
 import functools
+import inspect
 import time
 import warnings
 from typing import Any, Optional
@@ -293,11 +294,14 @@ def relative_error(V: jax.Array, weights: Any, squared: bool = False) -> jax.Arr
 
 
 def coreset_fn(model: Model, method: Any, size: int, **options):
-    """The pure core of a posterior-driven method: `(key, data, start, data_weights=None) -> Coreset`.
+    """The pure core of a posterior-driven method:
+    `(key, data, start, data_weights=None, initial=None) -> Coreset`.
 
     `start` is a `cj.Start(mean, cov)` (pi_hat's Gaussian summary; e.g. from `cj.laplace`), used to start
-    and precondition chains. `data_weights` (N,) weights the full-data target (default: ones). Jittable and
-    vmappable over keys; validation happens here, once.
+    and precondition chains. `data_weights` (N,) weights the full-data target (default: ones). `initial`
+    `(indices, weights)`, each (size,), is the starting coreset (default: M rows drawn uniformly, as in the
+    papers); only its rows with weight > 0 are optimised. Jittable and vmappable over keys; validation
+    happens here, once.
     """
     if not isinstance(model, Model):
         raise ValueError(f"model: expected a cj.Model, got {type(model).__name__}")
@@ -305,13 +309,20 @@ def coreset_fn(model: Model, method: Any, size: int, **options):
     size = _check_static_size(size)
     core = construction.make(model, size, **dict(construction.check_options(options)))
 
-    def solve(key, data, start, data_weights=None) -> Coreset:
+    takes_initial = "initial" in inspect.signature(core).parameters
+
+    def solve(key, data, start, data_weights=None, initial=None) -> Coreset:
         n = jax.tree_util.tree_leaves(data)[0].shape[0]
         if size > n:
             raise ValueError(f"size: must be at most N = {n}")
         if data_weights is None:
             data_weights = jnp.ones(n, jnp.result_type(start.mean.dtype, jnp.float32))
-        indices, weights, info = core(_as_key(key), data, data_weights, start)
+        if initial is None:
+            indices, weights, info = core(_as_key(key), data, data_weights, start)
+        elif not takes_initial:
+            raise ValueError(f"initial: {construction.name} does not take a starting coreset")
+        else:
+            indices, weights, info = core(_as_key(key), data, data_weights, start, initial)
         return _finish(indices, weights, info, construction.name)
 
     return solve
@@ -349,6 +360,21 @@ def _resolve_pi_hat(pi_hat: Any, model: Model, data: Any, key: jax.Array, init: 
     return _pihat.samples(pi_hat)
 
 
+def _resolve_support(support: Any, construction: Construction) -> Optional[Construction]:
+    """None for the papers' uniform start, else the vector method whose coreset starts the optimisation."""
+    if support is None:
+        if construction.default_support is None:
+            return None
+        support = construction.default_support
+    if isinstance(support, str) and support == "uniform":
+        return None
+    if construction.needs != "posterior":
+        raise ValueError(f"support: only posterior-driven methods take a support; {construction.name} is a "
+                         "vector method (leave support='uniform')")
+    method = resolve(support, needs="vectors", argument="support")
+    return None if method.name == "uniform" else method
+
+
 STUCK_ACCEPTANCE = 0.01
 
 
@@ -367,9 +393,24 @@ def _warn_stuck_chains(info: dict, name: str) -> None:
                       RuntimeWarning, stacklevel=3)
 
 
+def _warn_unfinished(info: dict, name: str) -> None:
+    """Say when a posterior-driven run stopped at a cap rather than by its own test. (A run that keeps its
+    start because training did not lower the KL estimate is not a failure: `info["fell_back"]` says so.)"""
+    if "converged" in info and not bool(np.asarray(info["converged"])):
+        warnings.warn(f"{name}: the weights had not settled after {int(np.asarray(info['iterations']))} "
+                      f"iterations (the cap, num_iters; drift KL {float(np.asarray(info['drift_kl'])):.3g}); the "
+                      "result is the average of the last third: raise num_iters for a settled answer",
+                      RuntimeWarning, stacklevel=3)
+    if "hot_start_converged" in info and not bool(np.asarray(info["hot_start_converged"])):
+        warnings.warn(f"{name}: the hot start reached its cap ({int(np.asarray(info['hot_start_steps']))} steps) "
+                      "before the chains' log potentials passed the stationarity test; training started anyway",
+                      RuntimeWarning, stacklevel=3)
+
+
 def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
             key: Optional[jax.Array] = None, *, norm: str = "fisher", num_features: int = 500,
-            pi_hat: Any = None, dtype=None, init: Any = None, return_vectors: bool = False, **options):
+            pi_hat: Any = None, dtype=None, init: Any = None, return_vectors: bool = False,
+            support: Any = None, **options):
     """The whole pipeline of HC Algorithm 3: pi_hat, random projection, then the sparse solver.
 
     Args:
@@ -385,8 +426,14 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
         `.sample(key, num)` (e.g. `cj.laplace(...)`).
       dtype: projection dtype (float32 default).
       init: a starting theta (D,) for the Laplace fit, for models without `init_params` or `dim`.
-      return_vectors: also return V (vector methods; None for posterior-driven ones), as `(coreset, V)`.
-        The coreset's `info["relative_error"]` is always the error on V.
+      return_vectors: also return V (vector methods; None for posterior-driven ones unless `support` projects),
+        as `(coreset, V)`. The coreset's `info["relative_error"]` is always the error on V.
+      support: posterior-driven methods only: where the points come from. "uniform" (the papers): M rows
+        drawn uniformly, each weighted N / M. A vector method's name (e.g. "giga", "iht2", "omp"): that
+        method's coreset on the projected features (norm, num_features) is the start, and only its points'
+        weights are then optimised against the coreset posterior; `info["support"]` names it. None (default):
+        the method's `default_support` ("omp" for coreset_mcmc and quasi_newton, chosen in
+        benchmarks/models.py; "uniform" for sparse_vi).
       **options: the method's options (and `refit`, `compress`, `compress_tol` for vector methods).
     """
     key = jax.random.key(0) if key is None else _validate.check_key(key)
@@ -398,17 +445,28 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
         raise ValueError(f"num_features: must be a positive integer, got {num_features!r}")
     key_pi, key_theta, key_proj, key_solve = jax.random.split(key, 4)
     approx = _resolve_pi_hat(pi_hat, model, data, key_pi, init)
+    support_method = _resolve_support(support, construction)
     if construction.needs == "posterior":
         start_time = time.perf_counter()
         opts = construction.check_options(options)
         solve = compiled_coreset_fn(model, construction, size, opts)
+        initial, V = None, None
+        if support_method is not None:
+            thetas = approx.sample(key_theta, num_features)
+            V = project(model, data, thetas, norm=norm, key=key_proj, dtype=dtype)
+            start_cs = build(V, size, support_method, key_proj)
+            initial = (start_cs.indices, start_cs.weights)
         cs = _check_finite_result(solve(key_solve, jax.tree_util.tree_map(jnp.asarray, data),
-                                        start_from(approx, key_theta)))
+                                        start_from(approx, key_theta), initial=initial))
+        if support_method is not None:
+            cs = Coreset(cs.indices, cs.weights, dict(cs.info, support=support_method.name), cs.method)
         _warn_stuck_chains(cs.info, construction.name)
+        _warn_unfinished(cs.info, construction.name)
         cs = Coreset(cs.indices, cs.weights, cs.info, cs.method, {
             "method": construction.name, "size": size, "options": dict(opts), "key": _key_data(key),
-            "N": n, "time_s": time.perf_counter() - start_time})
-        return (cs, None) if return_vectors else cs
+            "N": n, "time_s": time.perf_counter() - start_time,
+            "support": "uniform" if support_method is None else support_method.name})
+        return (cs, V) if return_vectors else cs
     thetas = approx.sample(key_theta, num_features)
     V = project(model, data, thetas, norm=norm, key=key_proj, dtype=dtype)
     cs = build(V, size, construction, key_solve, **options)

@@ -13,7 +13,7 @@ from .core import validate as _validate
 
 __all__ = ["BINARY_P", "BINARY_THETA", "Dataset", "load_npz", "synthetic_binary", "synthetic_gaussian",
            "synthetic_gaussian_mean", "synthetic_logistic", "synthetic_mixture", "synthetic_poisson",
-           "synthetic_rbf", "synthetic_vmf"]
+           "synthetic_bradley_terry", "synthetic_rbf", "synthetic_sparse_regression", "synthetic_vmf"]
 
 # LR §4: feature frequencies p and coefficients theta of BINARY10; BINARY5 takes the first 5 of each.
 BINARY_P = (1.0, 0.2, 0.3, 0.5, 0.01, 0.1, 0.2, 0.007, 0.005, 0.001)
@@ -69,6 +69,37 @@ def synthetic_poisson(key: jax.Array, n: int = 10_000, theta=(1.0, 0.0), num_tes
                          jnp.ones((total, 1), dtype)], axis=1)
     y = jax.random.poisson(ky, jax.nn.softplus(X @ theta), (total,)).astype(dtype)
     return _split(key, X, y, theta, num_test)
+
+
+def synthetic_bradley_terry(key: jax.Array, n: int = 20_000, num_players: int = 50, num_test: int = 0,
+                            spread: float = 1.0) -> Dataset:
+    """Paired comparisons for `cj.models.bradley_terry`: strengths theta_i ~ N(0, spread^2), each game a
+    uniformly random pair of distinct players (X of shape (N, 2), int32), y = 1 if the first player won,
+    with P = sigmoid(theta_a - theta_b), else 0."""
+    key = _validate.check_key(key)
+    if num_players < 2:
+        raise ValueError(f"num_players: must be at least 2, got {num_players}")
+    k_theta, k_a, k_b, k_y = jax.random.split(key, 4)
+    total = n + num_test
+    theta = spread * jax.random.normal(k_theta, (num_players,))
+    a = jax.random.randint(k_a, (total,), 0, num_players)
+    b = (a + jax.random.randint(k_b, (total,), 1, num_players)) % num_players  # uniform over b != a
+    pairs = jnp.stack([a, b], axis=1).astype(jnp.int32)
+    y = (jax.random.uniform(k_y, (total,)) < jax.nn.sigmoid(theta[a] - theta[b])).astype(jnp.float32)
+    return _split(key, pairs, y, theta, num_test)
+
+
+def synthetic_sparse_regression(key: jax.Array, n: int = 50_000, beta=(0.0,) * 5 + (5.0,) * 5,
+                                noise: float = 25.0, num_test: int = 0, dtype=jnp.float32) -> Dataset:
+    """The sparse regression of the Coreset MCMC experiments (coreset-mcmc.md §4.1): x ~ N(0, I_p),
+    y = x^T beta + noise * eps, with beta = (0, 0, 0, 0, 0, 5, 5, 5, 5, 5) and noise sd 25."""
+    key = _validate.check_key(key)
+    beta = jnp.asarray(beta, dtype)
+    kx, ke = jax.random.split(key)
+    total = n + num_test
+    X = jax.random.normal(kx, (total, beta.shape[0]), dtype)
+    y = X @ beta + noise * jax.random.normal(ke, (total,), dtype)
+    return _split(key, X, y, beta, num_test)
 
 
 def synthetic_gaussian(key: jax.Array, n: int, dim: int = 2, mean=None, dtype=jnp.float32) -> jax.Array:

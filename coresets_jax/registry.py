@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 
@@ -50,6 +50,8 @@ class Construction(NamedTuple):
       needs: "vectors" or "posterior".
       random: whether the result depends on the key (then `cj.build` requires one).
       description: one line for `coresets-jax info` and error messages.
+      default_support: posterior methods whose core takes a starting coreset (`initial`): the vector
+        method `cj.coreset(support=None)` starts them from; None: they start from a uniform subsample.
     """
 
     name: str
@@ -57,6 +59,7 @@ class Construction(NamedTuple):
     needs: str = "vectors"
     random: bool = False
     description: str = ""
+    default_support: Optional[str] = None
 
     @property
     def options(self) -> dict:
@@ -69,14 +72,25 @@ class Construction(NamedTuple):
     def check_options(self, options: dict) -> tuple:
         """Options as a sorted, hashable tuple; ValueError for an unknown name or a non-static value."""
         allowed = self.options
+        out = {}
         for name, value in options.items():
             if name not in allowed:
                 raise ValueError(f"{name}: not an option of method {self.name!r}; its options are "
                                  f"{sorted(allowed)}")
-            if isinstance(value, (list, dict, set, jax.Array)) or hasattr(value, "__array__"):
+            if isinstance(value, dict) and isinstance(allowed[name], tuple):
+                # A settings dict (e.g. kernel_settings) becomes sorted (name, value) pairs, so it hashes.
+                value = tuple(sorted(value.items()))
+                if not all(isinstance(k, str) and _is_scalar(v) for k, v in value):
+                    raise ValueError(f"{name}: expected a dict of names to plain Python scalars, got {value!r}")
+            elif not _is_scalar(value) and not (isinstance(value, tuple) and isinstance(allowed[name], tuple)):
                 raise ValueError(f"{name}: options must be plain Python scalars or strings, got "
                                  f"{type(value).__name__}")
-        return tuple(sorted(options.items()))
+            out[name] = value
+        return tuple(sorted(out.items()))
+
+
+def _is_scalar(value) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
 
 
 _REGISTRY: dict[str, Construction] = {}

@@ -1,5 +1,6 @@
-"""Coreset MCMC (Chen & Campbell 2024) with Hot DoG: the gradient estimator against its closed form, the
-optimiser on a quadratic, the Gaussian-mean KL against uniform and Hilbert coresets, and the compositions."""
+"""Coreset MCMC (Chen & Campbell 2024): the gradient estimator against its closed form, the Gaussian-mean
+KL against the exact KL of uniform and Hilbert coresets, the heavy-tailed Poisson guard, and the
+compositions. (The optimisers and the stationarity statistic: test_posterior_pieces.py.)"""
 
 import jax
 import jax.numpy as jnp
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 import coresets_jax as cj
-from coresets_jax.posterior_driven.coreset_mcmc import hot_dog, kl_gradient
+from coresets_jax.posterior_driven.coreset_mcmc import kl_gradient
 from coresets_jax.posterior_driven.common import subsampler
 
 
@@ -56,27 +57,17 @@ def test_kl_gradient_is_unbiased_against_the_closed_form_covariance():
     assert np.max(np.abs(expected) / se) > 10
 
 
-def test_hot_dog_converges_on_a_quadratic_without_a_learning_rate():
-    target = jnp.array([50.0, 0.5, 5.0])
-    opt = hot_dog(1e-3)
-    x = jnp.array([10.0, 10.0, 10.0])
-
-    def body(carry, _):
-        x, state = carry
-        updates, state = opt.update(x - target, state, x)  # gradient of |x - target|^2 / 2
-        return (x + updates, state), None
-
-    (x, _), _ = jax.lax.scan(body, (x, opt.init(x)), None, length=300)
-    np.testing.assert_allclose(np.asarray(x), np.asarray(target), rtol=1e-2)
-
-
 def test_coreset_mcmc_options_are_checked():
     model = cj.models.gaussian_mean(2)
     y = jnp.zeros((10, 2))
     for bad, match in [(dict(kernel="gibbs"), "kernel"), (dict(num_chains=1), "num_chains"),
                        (dict(optimizer="sgd"), "optimizer"), (dict(learning_rate=0.0), "learning_rate"),
-                       (dict(num_iters=0), "num_iters"), (dict(average_tail=1.0), "average_tail"),
-                       (dict(average_tail=-0.1), "average_tail"), (dict(control_variate=1), "control_variate"),
+                       (dict(num_iters=0), "num_iters"), (dict(min_iters=-1), "min_iters"),
+                       (dict(tol=0.0), "tol"), (dict(step_fraction=1.5), "step_fraction"),
+                       (dict(history=1), "history"), (dict(max_hot_start=0), "max_hot_start"),
+                       (dict(kernel_settings={"width": -1.0}), "width"),
+                       (dict(kernel_settings={"no_such": 1}), "no_such"), (dict(support="frank"), "support"),
+                       (dict(support="sparse_vi"), "support"), (dict(control_variate=1), "control_variate"),
                        (dict(hot_start="yes"), "hot_start")]:
         with pytest.raises(ValueError, match=match):
             cj.coreset(model, y, 2, "coreset_mcmc", **bad)
@@ -103,25 +94,68 @@ def test_coreset_mcmc_through_coreset_merged_and_stream():
 
 
 @pytest.mark.slow
-def test_coreset_mcmc_gaussian_kl_beats_uniform_and_is_near_the_best_hilbert_method():
+def test_coreset_mcmc_gaussian_location_against_the_exact_kl():
     D, N, M = 5, 500, 20
     y = cj.data.synthetic_gaussian(jax.random.key(0), N, dim=D, mean=jnp.ones(D))
     model = cj.models.gaussian_mean(D)
     mean, cov = cj.models.gaussian_mean_posterior(y)
-    kl = lambda w: float(cj.metrics.gaussian_kl(mean, cov, *cj.models.gaussian_mean_posterior(y, w)))
-    default, full, unif, hilbert = [], [], [], []
-    for seed in range(5):
+    kl = lambda w: float(cj.metrics.gaussian_kl(mean, cov, *cj.models.gaussian_mean_posterior(y, w)))  # noqa: E731
+    default, paper, unif, hilbert = [], [], [], []
+    for seed in range(3):
         key = jax.random.key(seed)
-        default.append(kl(cj.coreset(model, y, M, "coreset_mcmc", key=key).dense(N)))
-        # subsample >= N: the exact full-data residual, so only the chains' noise is left.
-        full.append(kl(cj.coreset(model, y, M, "coreset_mcmc", key=key, subsample=N).dense(N)))
+        cs = cj.coreset(model, y, M, "coreset_mcmc", key=key)
+        default.append(kl(cs.dense(N)))
+        assert bool(cs.info["converged"]) and bool(cs.info["hot_start_converged"])
+        assert 0 < int(cs.info["iterations"]) < 20_000
+        # The papers' setting: uniform points, optimised against the KL.
+        paper.append(kl(cj.coreset(model, y, M, "coreset_mcmc", key=key, support="uniform").dense(N)))
         unif.append(kl(cj.build(jnp.ones((N, 2)), M, "uniform", key=key).dense(N)))
-        hilbert.append(min(kl(cj.coreset(model, y, M, m, key=key).dense(N)) for m in ("giga", "iht")))
-    assert np.median(default) < np.median(unif), (default, unif)
-    assert np.median(full) < np.median(unif), (full, unif)
-    # GIGA/IHT are exact here up to float32 (pi_hat = Laplace = the posterior, M > D + 1): KL ~ 1e-6.
-    # "Within 2x" then needs an absolute floor; 0.01 nats is 1/5000 of uniform's KL.
-    assert np.median(full) <= 2 * np.median(hilbert) + 0.01, (full, hilbert)
+        hilbert.append(min(kl(cj.coreset(model, y, M, m, key=key).dense(N)) for m in ("giga", "omp")))
+    # pi_w is Gaussian with precision 1 + sum(w) and mean sum_m w_m y_m / (1 + sum(w)): M > D + 1 points
+    # can match both exactly, so KL -> 0 is reachable, and the optimum is what is asked for.
+    assert np.median(paper) < 0.05 * np.median(unif), (paper, unif)
+    assert np.median(default) < 0.05 * np.median(unif), (default, unif)
+    # GIGA/OMP are exact here up to float32 (KL ~ 1e-6); "within 2x" needs an absolute floor: 0.01 nats.
+    assert np.median(default) <= 2 * np.median(hilbert) + 0.01, (default, hilbert)
+
+
+def heavy_tailed_poisson(n=3000, seed=0):
+    """Counts with ~60% structural zeros and a log-normal (heavy) multiplicative tail: a Poisson GLM is
+    misspecified, as on the bike-share and airport-delay data."""
+    rng = np.random.default_rng(seed)
+    X = np.column_stack([np.ones(n), rng.standard_normal((n, 3))])
+    rate = np.log1p(np.exp(X @ np.array([1.0, 0.8, -0.5, 0.3]))) * rng.lognormal(0.0, 1.2, n)
+    y = rng.poisson(rate) * (rng.uniform(size=n) > 0.6)
+    return jnp.asarray(X, jnp.float32), jnp.asarray(y, jnp.float32)
+
+
+def z2_against(model, data, weights, ref, key):
+    post = cj.sample(model, data, key, weights=weights, num_samples=500, num_warmup=500, num_chains=2, warn=False)
+    draws = np.asarray(post.samples, np.float64).reshape(-1, ref.shape[1])
+    return float(np.mean(((draws.mean(0) - ref.mean(0)) / ref.std(0)) ** 2))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["coreset_mcmc", "quasi_newton"])
+def test_heavy_tailed_poisson_no_stuck_chains_and_never_worse_than_the_start(method):
+    data = heavy_tailed_poisson()
+    n = data[0].shape[0]
+    model = cj.models.poisson_regression()
+    ref = np.asarray(cj.sample(model, data, jax.random.key(9), num_samples=1000, num_warmup=500, num_chains=2,
+                               warn=False).samples, np.float64).reshape(-1, 4)
+    for support in ("uniform", "omp"):
+        cs = cj.coreset(model, data, 40, method, key=jax.random.key(3), support=support)
+        samples = np.asarray(cs.info["samples"], np.float64)
+        # No stuck chain: every chain moves in every coordinate.
+        assert np.all(samples.std(axis=-2) > 0), samples.std(axis=-2)
+        start = cj.Coreset(cs.indices, cs.info["initial_weights"], {}, "start")
+        z_start = z2_against(model, data, start, ref, jax.random.key(4))
+        z_end = z2_against(model, data, cs, ref, jax.random.key(5))
+        # Judged by an independent yardstick (full-data NUTS), not the method's own estimate; 0.02 is the
+        # z2 of two 1000-draw runs of the same posterior, with margin.
+        assert z_end <= 1.5 * z_start + 0.02, (support, z_end, z_start)
+        assert float(cs.info["kl_estimate"]) <= float(cs.info["start_kl_estimate"]) * 1.5 + 0.05
+    assert np.all(np.asarray(cs.dense(n)) >= 0)
 
 
 def test_stuck_chains_are_reported_not_silent():

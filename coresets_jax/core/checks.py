@@ -61,8 +61,11 @@ def register(model, spec: DataSpec):
     return model
 
 
-def data_spec(model) -> Optional[DataSpec]:
-    """The `DataSpec` a built-in model registered, or None for a custom model."""
+def data_spec(model) -> Optional[Any]:
+    """The model's own `data_spec` field, else the `DataSpec` a built-in model registered, else None."""
+    own = getattr(model, "data_spec", None)
+    if own is not None:
+        return own
     try:
         return _SPECS.get(model.log_likelihood)
     except TypeError:  # an unhashable or non-weakrefable callable: a custom model
@@ -182,7 +185,7 @@ def model_dim(model, data: Any) -> Optional[int]:
     `model.init_params(data)` (abstractly, with `jax.eval_shape`); None when none of these is available.
     """
     spec = data_spec(model)
-    if spec is not None:
+    if isinstance(spec, DataSpec):
         if spec.dim is not None:
             return int(spec.dim)
         if spec.kind == "xy" and isinstance(data, (tuple, list)) and len(data) == 2 and np.ndim(data[0]) == 2:
@@ -288,6 +291,9 @@ def check_model_data(model, data: Any, name: str = "data") -> int:
     """
     _check_model_type(model)
     spec = data_spec(model)
+    if callable(spec):
+        spec(data, _name(model), name)
+        spec = None
     if spec is not None:
         (_check_xy if spec.kind == "xy" else _check_matrix)(data, spec, _name(model), name)
     n = _validate.check_data(data, name)

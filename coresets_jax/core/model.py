@@ -18,7 +18,7 @@ from typing import Any, Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-__all__ = ["Model", "initial_theta", "log_joint", "log_likelihoods", "weighted_log_density",
+__all__ = ["Model", "WeightedLogDensity", "initial_theta", "log_joint", "log_likelihoods", "weighted_log_density",
            "weighted_sum"]
 
 Array = jax.Array
@@ -42,6 +42,9 @@ class Model(NamedTuple):
       dim: optional D. With it, every stage can start without `init_params` or an `init` (from theta = 0).
       constrain: optional `theta -> dict` of named, constrained parameter values (the NumPyro bridge sets
         it); `Posterior.to_arviz` uses it for site names.
+      data_spec: optional description of the data the model expects, checked once at the public boundary
+        (`core.checks.check_model_data`): a `core.checks.DataSpec`, or a callable
+        `check(data, model_name, argument_name)` that raises ValueError for data the model cannot take.
     """
 
     log_likelihood: Callable[[Array, Any], Array]
@@ -53,6 +56,7 @@ class Model(NamedTuple):
     name: str = "custom"
     dim: Optional[int] = None
     constrain: Optional[Callable[[Array], dict]] = None
+    data_spec: Optional[Any] = None
 
 
 def log_likelihoods(model: Model, theta: Array, data: Any) -> Array:
@@ -66,15 +70,33 @@ def weighted_sum(weights: Array, lls: Array) -> Array:
     return jnp.sum(jnp.where(w > 0, w * lls, jnp.zeros_like(lls)))
 
 
-def weighted_log_density(model: Model, rows: Any, weights: Optional[Array] = None) -> Callable[[Array], Array]:
+class WeightedLogDensity:
+    """theta -> sum_m w_m L(rows_m | theta) + log pi_0(theta) (HC §2), a callable that keeps the model, rows
+    and weights it was built from: a model-specific kernel (a conjugate Gibbs sampler) reads them, where a
+    generic kernel only calls the density. `weights` None means all ones."""
+
+    __slots__ = ("model", "rows", "weights", "__weakref__")  # jax.jit and eval_shape take weak references
+
+    def __init__(self, model: Model, rows: Any, weights: Optional[Array] = None):
+        self.model, self.rows, self.weights = model, rows, weights
+
+    def __call__(self, theta: Array) -> Array:
+        lls = log_likelihoods(self.model, theta, self.rows)
+        total = jnp.sum(lls) if self.weights is None else weighted_sum(self.weights, lls)
+        return total + self.model.log_prior(theta)
+
+    def row_weights(self, dtype=None) -> Array:
+        """The (M,) weights, ones when None, 0 where a weight is not positive."""
+        n = jax.tree_util.tree_leaves(self.rows)[0].shape[0]
+        if self.weights is None:
+            return jnp.ones(n, dtype or jnp.float32)
+        w = self.weights if dtype is None else self.weights.astype(dtype)
+        return jnp.where(w > 0, w, jnp.zeros_like(w))
+
+
+def weighted_log_density(model: Model, rows: Any, weights: Optional[Array] = None) -> WeightedLogDensity:
     """theta -> sum_m w_m L(rows_m | theta) + log pi_0(theta) (HC §2); `weights` None means all ones."""
-
-    def log_density(theta):
-        lls = log_likelihoods(model, theta, rows)
-        total = jnp.sum(lls) if weights is None else weighted_sum(weights, lls)
-        return total + model.log_prior(theta)
-
-    return log_density
+    return WeightedLogDensity(model, rows, weights)
 
 
 def log_joint(model: Model, theta: Array, data: Any, weights: Optional[Array] = None) -> Array:

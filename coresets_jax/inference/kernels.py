@@ -11,6 +11,12 @@ spec and need no change.
   (`step_jitter` j), which breaks resonance with the target (Neal 2011, §5.4).
 - "mala": preconditioned MALA (LR §4, App. E), target acceptance 0.574.
 - "rwmh": Gaussian random walk with adapted covariance (HC §7.3), target acceptance 0.234.
+- "slice": preconditioned hit-and-run slice sampling (Neal 2003; `slice.py`), as Chen & Campbell run
+  Coreset MCMC: nothing to tune beyond a covariance, so it stays exact while the target moves.
+
+A kernel states its own facts in its spec: its settings and their checks, the scale warm-up starts from,
+whether warm-up adapts that scale towards a target acceptance, and which preconditioner it uses ("none" for
+a kernel that needs none, such as a model-specific Gibbs sampler).
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ from blackjax.base import SamplingAlgorithm, build_sampling_algorithm
 
 from . import mala as _mala
 from . import rwmh as _rwmh
+from . import slice as _slice
 
-__all__ = ["KERNELS", "KernelSpec", "Tuning", "build", "check_settings", "initial_tuning", "register_kernel"]
+__all__ = ["KERNELS", "KernelSpec", "Tuning", "build", "check_settings", "density_evals", "initial_step_size",
+           "initial_tuning", "register_kernel"]
 
 Array = jax.Array
 
@@ -48,9 +56,15 @@ class KernelSpec(NamedTuple):
 
     build: `(logdensity_fn, tuning, settings) -> SamplingAlgorithm`.
     defaults: settings with their defaults (`initial_step_size=None` means a dimension-based default).
-    precond: "diagonal" or "cholesky".
+    precond: "diagonal" (NUTS/HMC inverse mass), "cholesky" (a covariance factor) or "none".
     gradient_evals: `info -> number of gradient evaluations of the step` (its cost).
     reference_step_size: `D -> scale` that Metropolis adaptation restarts from (Roberts & Rosenthal 2001).
+    check: optional `settings -> None` that raises ValueError for an impossible value of the kernel's own
+      settings (the shared ones, `target_accept` and `initial_step_size`, are checked for every kernel).
+    adapts_step_size: whether warm-up tunes the scale towards `target_accept` (False for slice sampling,
+      whose interval search adapts at every move, and for kernels with no scale).
+    density_evals: optional `info -> number of density evaluations of the step`; None means one per
+      gradient evaluation plus one.
     """
 
     build: Callable[[Callable, Tuning, dict], SamplingAlgorithm]
@@ -58,6 +72,9 @@ class KernelSpec(NamedTuple):
     precond: str
     gradient_evals: Callable[[Any], Array]
     reference_step_size: Optional[Callable[[int], float]] = None
+    check: Optional[Callable[[dict], None]] = None
+    adapts_step_size: bool = True
+    density_evals: Optional[Callable[[Any], Array]] = None
 
 
 def _jittered_hmc_kernel(rng_key, state, logdensity_fn, step_size, inverse_mass_matrix, num_steps, jitter):
@@ -80,40 +97,84 @@ def _build_hmc(logdensity_fn, tuning: Tuning, settings: dict) -> SamplingAlgorit
 
 
 KERNELS: dict[str, KernelSpec] = {}
+PRECONDITIONERS = ("diagonal", "cholesky", "none")
 
 
 def register_kernel(name: str, spec: KernelSpec) -> KernelSpec:
     """Add a sampler; `cj.sample(method=name)` and every construction can then use it."""
     if not isinstance(spec, KernelSpec):
         raise ValueError(f"spec: expected a KernelSpec, got {type(spec).__name__}")
-    if spec.precond not in ("diagonal", "cholesky"):
-        raise ValueError(f"spec.precond: expected 'diagonal' or 'cholesky', got {spec.precond!r}")
-    if spec.precond == "cholesky" and spec.reference_step_size is None:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name: expected a non-empty string, got {name!r}")
+    if spec.precond not in PRECONDITIONERS:
+        raise ValueError(f"spec.precond: expected one of {list(PRECONDITIONERS)}, got {spec.precond!r}")
+    if not callable(spec.build) or not callable(spec.gradient_evals):
+        raise ValueError("spec.build and spec.gradient_evals: must be callable")
+    if not isinstance(spec.defaults, dict) or not all(isinstance(k, str) for k in spec.defaults):
+        raise ValueError("spec.defaults: expected a dict of setting names to default values")
+    if spec.adapts_step_size and "target_accept" not in spec.defaults:
+        raise ValueError("spec.defaults: a kernel whose warm-up adapts its step size needs a "
+                         "'target_accept' setting")
+    if spec.precond == "cholesky" and spec.adapts_step_size and spec.reference_step_size is None:
         raise ValueError("spec.reference_step_size: a 'cholesky' kernel needs it (the scale that its warm-up "
                          "restarts from after each covariance estimate)")
     KERNELS[name] = spec
     return spec
 
 
+def _positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}: must be a positive integer, got {value!r}")
+    return value
+
+
+def _positive_number(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name}: must be a positive finite number, got {value!r}")
+    return float(value)
+
+
+def _check_nuts(settings: dict) -> None:
+    _positive_int(settings["max_num_doublings"], "max_num_doublings")
+
+
+def _check_hmc(settings: dict) -> None:
+    _positive_int(settings["num_integration_steps"], "num_integration_steps")
+    jitter = settings["step_jitter"]
+    if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or not 0.0 <= jitter < 1.0:
+        raise ValueError(f"step_jitter: must lie in [0, 1), got {jitter!r}")
+
+
+def _check_slice(settings: dict) -> None:
+    for name in ("passes", "max_expansions", "max_shrinkage"):
+        _positive_int(settings[name], name)
+    _positive_number(settings["width"], "width")
+
+
+def _build_slice(logdensity_fn, tuning: Tuning, settings: dict) -> SamplingAlgorithm:
+    return _slice.slice_sampler(logdensity_fn, tuning.step_size, tuning.precond, int(settings["passes"]),
+                                int(settings["max_expansions"]), int(settings["max_shrinkage"]))
+
+
 register_kernel("nuts", KernelSpec(
     _build_nuts, {"target_accept": 0.8, "max_num_doublings": 10, "initial_step_size": 1.0}, "diagonal",
-    lambda info: jnp.asarray(info.num_integration_steps, jnp.int32)))
+    lambda info: jnp.asarray(info.num_integration_steps, jnp.int32), check=_check_nuts))
 register_kernel("hmc", KernelSpec(
     _build_hmc, {"target_accept": 0.8, "num_integration_steps": 10, "initial_step_size": 1.0,
                  "step_jitter": 0.2}, "diagonal",
-    lambda info: jnp.asarray(info.num_integration_steps, jnp.int32)))
+    lambda info: jnp.asarray(info.num_integration_steps, jnp.int32), check=_check_hmc))
 register_kernel("mala", KernelSpec(
     lambda ld, t, s: _mala.mala(ld, t.step_size, t.precond), {"target_accept": 0.574, "initial_step_size": None},
     "cholesky", lambda info: jnp.asarray(1, jnp.int32), lambda d: 1.65 * d ** (-1.0 / 6.0)))
 register_kernel("rwmh", KernelSpec(
     lambda ld, t, s: _rwmh.rwmh(ld, t.step_size, t.precond), {"target_accept": 0.234, "initial_step_size": None},
     "cholesky", lambda info: jnp.asarray(0, jnp.int32), lambda d: 2.38 / math.sqrt(d)))
-
-
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name}: must be a positive integer, got {value!r}")
-    return value
+# Width 3 in units of the preconditioned direction: about the length of a slice through a standard normal
+# at a typical level (Neal 2003, §4.2: a width near the slice's size costs the fewest evaluations).
+register_kernel("slice", KernelSpec(
+    _build_slice, {"width": 3.0, "passes": 3, "max_expansions": 20, "max_shrinkage": 100}, "cholesky",
+    lambda info: jnp.asarray(0, jnp.int32), check=_check_slice, adapts_step_size=False,
+    density_evals=lambda info: jnp.asarray(info.num_evaluations, jnp.int32)))
 
 
 def check_settings(method: str, settings: dict) -> dict:
@@ -128,31 +189,42 @@ def check_settings(method: str, settings: dict) -> dict:
         if isinstance(value, (list, dict, jax.Array)) or hasattr(value, "__array__"):
             raise ValueError(f"{name}: settings must be plain Python scalars, got {type(value).__name__}")
         out[name] = value
-    target = out["target_accept"]
-    if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0.0 < target < 1.0:
-        raise ValueError(f"target_accept: must lie in (0, 1), got {target!r}")
-    step = out["initial_step_size"]
-    if step is not None and (isinstance(step, bool) or not isinstance(step, (int, float))
-                             or not math.isfinite(step) or step <= 0):
-        raise ValueError(f"initial_step_size: must be a positive finite number, got {step!r}")
-    if "max_num_doublings" in out:
-        _positive_int(out["max_num_doublings"], "max_num_doublings")
-    if "num_integration_steps" in out:
-        _positive_int(out["num_integration_steps"], "num_integration_steps")
-    if "step_jitter" in out and not (isinstance(out["step_jitter"], (int, float)) and 0.0 <= out["step_jitter"] < 1.0):
-        raise ValueError(f"step_jitter: must lie in [0, 1), got {out['step_jitter']!r}")
+    if "target_accept" in out:
+        target = out["target_accept"]
+        if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0.0 < target < 1.0:
+            raise ValueError(f"target_accept: must lie in (0, 1), got {target!r}")
+    if out.get("initial_step_size") is not None:
+        _positive_number(out["initial_step_size"], "initial_step_size")
+    if spec.check is not None:
+        spec.check(out)
     return out
 
 
-def initial_tuning(method: str, init_cov: Array, settings: dict) -> Tuning:
-    """The tuning warm-up starts from: the diagonal of `init_cov` (NUTS/HMC) or its Cholesky factor."""
+def initial_step_size(method: str, settings: dict, dim: int) -> float:
+    """The scale a kernel starts from: `initial_step_size` (or a slice kernel's `width`), else the spec's
+    dimension-based reference, else 1."""
     spec = KERNELS[method]
-    d = init_cov.shape[0]
-    step = settings["initial_step_size"]
+    step = settings.get("initial_step_size", settings.get("width"))
     if step is None:
-        step = spec.reference_step_size(d) if spec.reference_step_size is not None else 1.0
+        step = spec.reference_step_size(dim) if spec.reference_step_size is not None else 1.0
+    return float(step)
+
+
+def initial_tuning(method: str, init_cov: Array, settings: dict) -> Tuning:
+    """The tuning warm-up starts from: the diagonal of `init_cov` (NUTS/HMC) or its Cholesky factor (also
+    for kernels with no preconditioner, which ignore it)."""
+    spec = KERNELS[method]
+    step = initial_step_size(method, settings, init_cov.shape[0])
     precond = jnp.diag(init_cov) if spec.precond == "diagonal" else jnp.linalg.cholesky(init_cov)
     return Tuning(jnp.asarray(step, init_cov.dtype), precond)
+
+
+def density_evals(method: str, info) -> Array:
+    """Density evaluations one step of `method` spent (its cost in likelihood evaluations per row)."""
+    spec = KERNELS[method]
+    if spec.density_evals is not None:
+        return spec.density_evals(info)
+    return spec.gradient_evals(info) + 1
 
 
 def build(method: str, logdensity_fn: Callable, tuning: Tuning, settings: dict) -> SamplingAlgorithm:

@@ -36,7 +36,7 @@ from .. import progress as _progress
 from . import kernels as _kernels
 from .kernels import Tuning
 
-__all__ = ["AdaptState", "run_warmup", "run_window_adaptation", "schedule", "warmup"]
+__all__ = ["AdaptState", "burn_in", "run_warmup", "run_window_adaptation", "schedule", "warmup"]
 
 Array = jax.Array
 
@@ -132,7 +132,7 @@ def run_window_adaptation(step: Callable, state, key: Array, num_warmup: int, ta
 
 def run_warmup(step: Callable, state, position_of: Callable, key: Array, num_warmup: int,
                target: float, initial_step_size, initial_chol: Array, reference_step_size: float,
-               show_progress: bool = False):
+               show_progress: bool = False, adapt_step_size: bool = True):
     """Adapt (step_size, chol) over `num_warmup` steps of `step(key, state, step_size, chol)`.
 
     Args:
@@ -143,6 +143,8 @@ def run_warmup(step: Callable, state, position_of: Callable, key: Array, num_war
       initial_chol: starting (D, D) Cholesky factor of the preconditioner (may be traced).
       reference_step_size: scale the dual averaging restarts from after a new covariance estimate
         (2.38 / sqrt(D) for the random walk, about 1.65 D^(-1/6) for MALA; Roberts & Rosenthal 2001).
+      adapt_step_size: False keeps the scale at `initial_step_size` and adapts only the covariance (slice
+        sampling, whose interval search sizes every move itself).
 
     Returns:
       (final state, step_size, chol, mean acceptance rate over warm-up).
@@ -172,7 +174,7 @@ def run_warmup(step: Callable, state, position_of: Callable, key: Array, num_war
         step_size = jnp.exp(ad.da[0])
         state, info = step(k, state, step_size, ad.chol)
         acc = jnp.where(jnp.isfinite(info.acceptance_rate), info.acceptance_rate, 0.0)
-        da = da_update(ad.da, acc)
+        da = da_update(ad.da, acc) if adapt_step_size else ad.da
         # Welford accumulation of positions in slow windows.
         x = position_of(state).astype(dtype)
         count = ad.count + jnp.where(is_slow, 1.0, 0.0)
@@ -184,7 +186,7 @@ def run_warmup(step: Callable, state, position_of: Callable, key: Array, num_war
             chol = jnp.linalg.cholesky(_shrunk_cov(count, m2))
             ok = jnp.all(jnp.isfinite(chol))
             chol = jnp.where(ok, chol, ad.chol)
-            restart = jnp.where(ok, reference_step_size, jnp.exp(da[0]))
+            restart = jnp.where(ok, reference_step_size, jnp.exp(da[0])) if adapt_step_size else jnp.exp(da[0])
             return AdaptState(da_init(restart.astype(dtype)), chol, jnp.zeros_like(count),
                               jnp.zeros_like(mean), jnp.zeros_like(m2))
 
@@ -198,6 +200,18 @@ def run_warmup(step: Callable, state, position_of: Callable, key: Array, num_war
     return state, da_final(ad.da).astype(dtype), ad.chol, jnp.mean(acc)
 
 
+def burn_in(step: Callable, state, key: Array, num_steps: int, show_progress: bool = False):
+    """`num_steps` transitions with nothing adapted; returns (state, mean acceptance)."""
+
+    def body(state, k):
+        state, info = step(k, state)
+        rate = getattr(info, "acceptance_rate", jnp.ones((), state.position.dtype))
+        return state, jnp.where(jnp.isfinite(rate), rate, 0.0)
+
+    state, acc = _scan(show_progress)(body, state, jax.random.split(key, num_steps))
+    return state, jnp.mean(acc)
+
+
 def warmup(method: str, logdensity_fn: Callable, num_steps: int, settings: dict,
            show_progress: bool = False) -> Callable:
     """`run(key, position, tuning) -> (state, tuning, mean warm-up acceptance)` for kernel `method`.
@@ -207,7 +221,7 @@ def warmup(method: str, logdensity_fn: Callable, num_steps: int, settings: dict,
     does not record it). `show_progress` reports the steps (`progress.scan`, read when `run` is traced).
     """
     spec = _kernels.KERNELS[method]
-    target = float(settings["target_accept"])
+    target = float(settings.get("target_accept", 0.0))
 
     def run(key, position, tuning: Tuning):
         nan = jnp.asarray(jnp.nan, position.dtype)
@@ -215,14 +229,19 @@ def warmup(method: str, logdensity_fn: Callable, num_steps: int, settings: dict,
         if num_steps == 0:
             return kernel.init(position), tuning, nan
         step_fn = lambda k, s, h, precond: spec.build(logdensity_fn, Tuning(h, precond), settings).step(k, s)
+        if spec.precond == "none":  # nothing to adapt: a plain burn-in
+            state, acc = burn_in(kernel.step, kernel.init(position), key, num_steps, show_progress)
+            return state, tuning, acc
         if spec.precond == "diagonal":
             state, h, inverse_mass = run_window_adaptation(step_fn, kernel.init(position), key, num_steps,
                                                            target, tuning.step_size, tuning.precond,
                                                            show_progress)
             return state, Tuning(h.astype(position.dtype), inverse_mass.astype(position.dtype)), nan
+        reference = (spec.reference_step_size(position.shape[0]) if spec.reference_step_size is not None
+                     else tuning.step_size)
         state, h, chol, acc = run_warmup(step_fn, kernel.init(position), lambda s: s.position, key, num_steps,
-                                         target, tuning.step_size, tuning.precond,
-                                         spec.reference_step_size(position.shape[0]), show_progress)
+                                         target, tuning.step_size, tuning.precond, reference, show_progress,
+                                         spec.adapts_step_size)
         return state, Tuning(h, chol), acc
 
     return run

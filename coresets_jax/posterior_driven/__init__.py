@@ -1,6 +1,8 @@
 """Posterior-driven constructions: they optimise the weights against samples of the coreset posterior pi_w
 itself, so they need the model and a sampler, not projected vectors. Each is one file whose `make(model,
-size, **options)` returns a pure `solve(key, data, data_weights, start)`, registered here.
+size, **options)` returns a pure `solve(key, data, data_weights, start[, initial])`, registered here.
+`default_support` names the vector method whose coreset starts the methods that take a start (chosen by
+benchmarks/models.py: OMP was the best Hilbert method on every problem there).
 """
 
 from ..registry import Construction, register
@@ -13,11 +15,13 @@ register(Construction("sparse_vi", sparse_vi, needs="posterior", random=True,
          replace=True)
 
 register(Construction("coreset_mcmc", coreset_mcmc, needs="posterior", random=True,
-                      description="Coreset MCMC (Chen & Campbell 2024): chains on pi_w + Hot DoG weight updates"),
+                      description="Coreset MCMC (Chen & Campbell 2024): chains on pi_w + stochastic KL weight updates",
+                      default_support="omp"),
          replace=True)
 
 register(Construction("quasi_newton", quasi_newton, needs="posterior", random=True,
-                      description="Quasi-Newton coresets (Naik, Rousseau & Campbell 2022): subsample + Newton on KL"),
+                      description="Quasi-Newton coresets (Naik, Rousseau & Campbell 2022): subsample + Newton on KL",
+                      default_support="omp"),
          replace=True)
 
 __all__ = ["coreset_mcmc", "quasi_newton", "sparse_vi"]

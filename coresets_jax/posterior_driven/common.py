@@ -20,7 +20,7 @@ less effective. Per-iteration cost is unchanged, O(S D); the one pass over the d
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -153,7 +153,104 @@ def check_positive(value, name: str) -> float:
     return float(value)
 
 
-def check_kernel(kernel) -> dict:
+def check_fraction(value, name: str) -> float:
+    """A number in (0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ValueError(f"{name}: must be a number in (0, 1], got {value!r}")
+    return float(value)
+
+
+def check_bool(value, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name}: must be True or False, got {value!r}")
+    return value
+
+
+def check_kernel(kernel, kernel_settings=()) -> dict:
+    """The kernel's settings with defaults filled in (ValueError for an unknown kernel or setting)."""
     if kernel not in _kernels.KERNELS:
         raise ValueError(f"kernel: unknown value {kernel!r}; expected one of {sorted(_kernels.KERNELS)}")
-    return _kernels.check_settings(kernel, {})
+    if isinstance(kernel_settings, dict):
+        kernel_settings = tuple(sorted(kernel_settings.items()))
+    if not isinstance(kernel_settings, tuple) or not all(isinstance(p, tuple) and len(p) == 2
+                                                         for p in kernel_settings):
+        raise ValueError(f"kernel_settings: expected a dict of the kernel's settings, got {kernel_settings!r}")
+    return _kernels.check_settings(kernel, dict(kernel_settings))
+
+
+def kl_estimate(coreset_lls: Array, target: Array, weights: Array, mask=None) -> Array:
+    """Importance-sampling estimate of KL(pi_w || pi) from S draws of pi_w (the certificate's estimator):
+
+        KL = log E_w[exp(r)] - E_w[r],   r_s = T(theta_s) - w.L(theta_s),
+
+    since pi / pi_w = exp(r) Z_w / Z and Z / Z_w = E_w[exp(r)]; the prior and any offset shared by the
+    T(theta_s) cancel. The plug-in log-mean-exp is biased low when the weights exp(r_s) are heavy-tailed, so
+    it ranks coresets of the same support well but is not a bound. `mask` (S,) selects the draws to use;
+    a non-finite r among them gives inf."""
+    masked = jnp.where(weights > 0, weights, 0.0)
+    r = target - jnp.where(weights > 0, coreset_lls, 0.0) @ masked
+    mask = jnp.ones(r.shape, bool) if mask is None else mask
+    finite = jnp.isfinite(r)
+    count = jnp.maximum(jnp.sum(mask), 1)
+    log_mean_exp = jax.scipy.special.logsumexp(jnp.where(mask & finite, r, -jnp.inf)) - jnp.log(count)
+    mean = jnp.sum(jnp.where(mask & finite, r, 0.0)) / count
+    return jnp.where(jnp.all(finite | ~mask), log_mean_exp - mean, jnp.inf)
+
+
+def default_subsample(subsample: int, size: int, n: int, per_step: bool = False) -> int:
+    """`subsample` = 0 means: for a method that draws a batch of samples per step (quasi-Newton), every
+    row (exact) up to N = 20,000, else max(4 M, 4096) rows; for one that estimates T at every chain step
+    (Coreset MCMC), min(N, max(2 M, 2048)) rows, a small cost beside the chain steps on M rows. Subsamples
+    use the control variate, whose remainder noise is then well under the chains' own."""
+    if subsample > 0:
+        return subsample
+    if per_step:
+        return min(n, max(2 * size, 2048))
+    return n if n <= 20_000 else max(4 * size, 4096)
+
+
+class StationaryRun(NamedTuple):
+    """chains: the K kernel states; trace: (K, cap) log potentials; step: steps taken; done: the test
+    passed; key: the PRNG stream."""
+
+    chains: Any
+    trace: Array
+    step: Array
+    done: Array
+    key: Array
+
+
+def run_until_stationary(key: Array, kernel: str, logdensity_fn, chains, tuning, settings: dict, cap: int,
+                         dim: int, every: int = 30, threshold: float = 0.5, on_step=None, carry=None):
+    """Step K chains against a fixed density until their log-potential traces pass the hot-start test
+    (hot-dog.md §2.1: the median over chains of the statistic H1 at most `threshold`, checked every
+    `every` steps from step 3 D on), or for `cap` steps. Returns (chains, steps taken, passed, carry), where
+    `on_step(carry, chains) -> carry` may record each step's states."""
+    from ..inference.driver import step_chains
+    from .optimizers import stationarity_statistic
+
+    dtype = chains.logdensity.dtype
+    k = chains.logdensity.shape[0]
+
+    def cond(state):
+        run, _ = state
+        return (~run.done) & (run.step < cap)
+
+    def body(state):
+        run, carry = state
+        key, k_step = jax.random.split(run.key)
+        chains, _ = step_chains(k_step, kernel, logdensity_fn, run.chains, tuning, settings, refresh=False)
+        trace = run.trace.at[:, run.step].set(chains.logdensity.astype(dtype))
+        step = run.step + 1
+        check = (step >= 3 * dim) & (step % every == 0)
+        stats = jax.lax.cond(check, lambda t: jax.vmap(stationarity_statistic, in_axes=(0, None))(t, step),
+                             lambda t: jnp.full(k, jnp.inf, dtype), trace)
+        done = check & (jnp.median(stats) <= threshold)
+        carry = on_step(carry, chains) if on_step is not None else carry
+        return StationaryRun(chains, trace, step, done, key), carry
+
+    run = StationaryRun(chains, jnp.zeros((k, max(cap, 1)), dtype), jnp.asarray(0), jnp.asarray(False), key)
+    if cap == 0:
+        return chains, run.step, jnp.asarray(False), carry
+    run, carry = jax.lax.while_loop(cond, body, (run, carry))
+    return run.chains, run.step, run.done, carry

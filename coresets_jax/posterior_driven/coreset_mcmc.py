@@ -1,48 +1,39 @@
-"""Coreset MCMC (Chen & Campbell, AISTATS 2024), with the learning-rate-free Hot DoG step (Chen, Huggins &
-Campbell, arXiv 2410.18973) as the default optimiser.
+"""Coreset MCMC (Chen & Campbell, AISTATS 2024) with the Hot DoG step and hot start (Chen, Huggins &
+Campbell), as their authors run it (`papers/coreset-mcmc.md` §2.1, `papers/hot-dog.md` §2), plus a stopping
+rule and the safeguards below (ours).
 
-The papers' full texts are not in /work/shared/papers; algorithm references below follow their published
-descriptions, and no equation numbers are claimed.
+1. **Points.** M rows drawn without replacement with probabilities proportional to the data weights u
+   (uniform for a plain dataset), each weighted sum(u) / M (coreset-mcmc.md §2.1 step 1); or, with
+   `support=` set in `cj.coreset`, the points and weights of a Hilbert coreset (`common.hilbert_support`).
+2. **Chains.** K chains of a registered kernel (default "slice", the authors' tuning-free hit-and-run slice
+   sampler, preconditioned by the covariance of the start) start at the Laplace fit of pi_{w_0}
+   (`common.coreset_start`, ours) and, for kernels that adapt, warm their tuning up at w_0.
+3. **Hot start** (hot-dog.md §2.1). The chains run at w_0, recording their log potentials, until the
+   stationarity statistic (H1, `optimizers.stationarity_statistic`) has median over chains <= 0.5,
+   checked every 30 steps from step 3 D on, or until `max_hot_start` steps. At the cap, training starts
+   anyway and `info["hot_start_converged"]` is False.
+4. **Training**, one weight update per chain step (coreset-mcmc.md §2.1 step 3): step every chain
+   against the current pi_w; estimate the full-data log-likelihood T(theta_k) at each chain state from
+   `subsample` rows (with the control variate of `common.full_data_estimator`, ours); estimate the KL
+   gradient g_m = -Cov_k(L_m(theta_k), T(theta_k) - w.L(theta_k)) over the K chains (Eq. C3,
+   `kl_gradient_from_target`); take a Hot DoG step (default; or Adam) and clip at 0. Kernels whose
+   warm-up adapts a step size keep adapting it towards their target acceptance (Robbins-Monro with a
+   constant gain), so their tuning stays valid while w moves.
+5. **Stopping rule** (ours). The iterates are kept as block averages (at most 60 blocks, whose length
+   doubles when they fill up). At each block end with at least 6 blocks, let w_A and w_B be the averages
+   of the second-to-last and the last third of the run. Their posteriors differ by
 
-1. Subsample M rows with probability proportional to the data weights u (uniform for a plain dataset),
-   without replacement, and give each the weight sum(u) / M (Chen & Campbell, Algorithm 1).
-2. Start K >= 2 chains of any registered kernel ("mala" default, "nuts", "hmc", "rwmh") at the Laplace fit
-   of pi_{w_0} (`common.coreset_start`; pi_hat itself with `hot_start=False`) and warm their tuning up for
-   `num_warmup` steps against pi_{w_0}, with the weights held at w_0 (the "hot start": the chains reach pi_w
-   before the first gradient is taken, so early gradients are not biased by the initialisation; see below).
-3. Each of `num_iters` iterations (Chen & Campbell, Algorithm 1): step every chain once against the current pi_w
-   (`inference.step_chains`, which refreshes the cached density because w moved); estimate the full-data
-   log-likelihood T(theta_k) = sum_n u_n L_n(theta_k) at each chain state from an S-point data subsample
-   drawn with probabilities u_n / sum(u) (by default with the first-order control variate of
-   `common.full_data_estimator`, our addition); estimate the KL gradient (the Coreset MCMC gradient
-   estimate)
+       KL(pi_{w_A} || pi_{w_B}) ~ (1/2) Var_{pi_w}[(w_B - w_A).L(theta)],
 
-       g_m = -Cov_k( L_m(theta_k), T(theta_k) - sum_m' w_m' L_m'(theta_k) )
+   estimated on the chain states of recent iterations. Training stops when this drift is below
+   max(`tol`, `rel_tol` KL) nats for two checks in a row (after `min_iters`), KL being the estimate of
+   KL(pi_{w_B} || pi) on the recorded window, or after `num_iters`; `info["converged"]` says which. The
+   returned weights are w_B (Polyak-Ruppert averaging over the last third).
+6. **Draws.** The chains then take `num_draws` steps with the returned weights fixed: `info["samples"]`,
+   shape (K, num_draws, D), are MCMC draws of the returned coreset's posterior.
 
-   with the sample covariance over the K chains (`kl_gradient_from_target`); update w with the optimiser and
-   clip at 0. A step costs O(K (M + S) D): the chains see only the M coreset rows and the gradient only the
-   S subsampled rows. The subsample is drawn by inverse-CDF sampling against a cumulative sum of u computed
-   once; the control variate's gradient sum is one O(N D) pass, also made once.
-4. The returned weights are the mean of the iterates over the last `average_tail` fraction of the
-   iterations (Polyak-Ruppert averaging, our addition). The chains then take `num_draws` more steps with
-   those weights fixed. These K x T draws are MCMC samples of the returned coreset's posterior, so no
-   separate sampling run is needed: `coreset.info["samples"]` has shape (K, T, D).
-
-Hot DoG (the default, `optimizer="hot_dog"`). The paper's text available to us (abstract and summaries)
-describes it as DoG, "distance over gradients" (Ivgi, Hinder & Carmon, ICML 2023), made coordinate-wise and
-"hot-started". This file implements that description; it is our derivation, not a transcription of the
-paper's algorithm:
-
-    r_{t,m} = max( r (1 + |w_{0,m}|),  max_{t' <= t} |w_{t',m} - w_{0,m}| )     (DoG's r_eps, per coordinate)
-    v_{t,m} = sum_{t' <= t} g_{t',m}^2
-    w_{t+1,m} = max( w_{t,m} - r_{t,m} / sqrt(v_{t,m}) g_{t,m},  0 )
-
-with r = 0.001 as in the paper's Figure 1. The learning rate is then the distance travelled so far over the
-root of the summed squared gradients, which grows geometrically while the weights move consistently and
-shrinks once the gradient changes sign (noise). The "hot start" is our fixed-length warm-up at w_0 (step 2),
-not the paper's adaptive stationarity test. We chose this over `optax.contrib.dog` (one global scalar step,
-which moves the small and the large weights equally) and Prodigy (Adam with an estimated distance; not
-compared here). `optimizer="adam"` with `learning_rate` gives the original Coreset MCMC with ADAM.
+Cost per iteration: K steps of the kernel on M rows, K (M + S) likelihood evaluations for the gradient,
+O(K M) optimiser work; no O(N) term after the control variate's one gradient pass.
 """
 
 from __future__ import annotations
@@ -55,22 +46,31 @@ import optax
 
 from .. import progress as _progress
 from ..core import Model, log_likelihoods, take_data, weighted_log_density
+from ..inference import kernels as _kernels
 from ..inference.driver import init_chains, step_chains
-from .common import (check_count, check_kernel, check_positive, coreset_start, full_data_estimator,
-                     initial_coreset, start_chains)
+from .common import (check_bool, check_count, check_fraction, check_kernel, check_positive, coreset_start,
+                     default_subsample, full_data_estimator, initial_coreset, kl_estimate, run_until_stationary,
+                     start_chains)
+from .optimizers import dog_cumulative, hot_dog
 
-__all__ = ["HotDoGState", "coreset_mcmc", "hot_dog", "kl_gradient", "kl_gradient_from_target"]
+__all__ = ["coreset_mcmc", "kl_gradient", "kl_gradient_from_target"]
 
 Array = jax.Array
-OPTIMIZERS = ("hot_dog", "adam")
+OPTIMIZERS = ("newton", "hot_dog", "adam", "dog_cumulative")
+NUM_BLOCKS = 60          # block averages kept by the stopping rule (a multiple of 6)
+FIRST_BLOCK = 10         # iterations per block until the blocks fill up
+RESERVOIR = 16           # recent iterations whose chain states estimate the drift's variance
+HOT_START_EVERY = 30     # hot-dog.md §2.1: the test runs every 30 steps
+HOT_START_THRESHOLD = 0.5
+CAPPED_GAIN = 0.02        # the moving average of trust-region caps spans ~50 iterations
 
 
 # --------------------------------------------------------------------------------------------------------
-# The estimator and the optimiser, each a small pure function.
+# The gradient estimate.
 
 
 def kl_gradient(coreset_lls: Array, subsample_lls: Array, weights: Array, subsample_weights: Array) -> Array:
-    """The Coreset MCMC estimate of grad_w KL(pi_w || pi) (Chen & Campbell, Algorithm 1).
+    """The Coreset MCMC estimate of grad_w KL(pi_w || pi) (coreset-mcmc.md Eq. C3).
 
     Args:
       coreset_lls: (K, M) L_m(theta_k) at the K chain states.
@@ -81,9 +81,8 @@ def kl_gradient(coreset_lls: Array, subsample_lls: Array, weights: Array, subsam
 
     Returns:
       (M,) g_m = -(1/(K-1)) sum_k (L_km - mean_k L_km)(r_k - mean_k r_k), with the residual
-      r_k = sum_s subsample_weights_s L_ks - w.L_k.
-      With independent exact draws theta_k ~ pi_w and the subsample independent of them, its expectation is
-      the exact gradient -Cov_{pi_w}(L_m, sum_n u_n L_n - sum_m' w_m' L_m').
+      r_k = sum_s subsample_weights_s L_ks - w.L_k. With independent exact draws theta_k ~ pi_w and the
+      subsample independent of them, its expectation is -Cov_{pi_w}(L_m, sum_n u_n L_n - w.L).
     """
     return kl_gradient_from_target(coreset_lls, subsample_lls @ subsample_weights, weights)
 
@@ -99,138 +98,365 @@ def kl_gradient_from_target(coreset_lls: Array, target: Array, weights: Array) -
     return -(centred.T @ (residual - jnp.mean(residual))) / (k - 1)
 
 
-class HotDoGState(NamedTuple):
-    """initial: w_0 (distances are measured from it); distance: r_t per coordinate; sum_sq: v_t."""
-
-    initial: Array
-    distance: Array
-    sum_sq: Array
+# --------------------------------------------------------------------------------------------------------
+# The natural-gradient preconditioner.
 
 
-def hot_dog(r: float = 1e-3) -> optax.GradientTransformation:
-    """Coordinate-wise distance-over-gradients step (module docstring; DoG: Ivgi, Hinder & Carmon 2023).
+def push_history(pre: "Preconditioner", coreset_lls: Array, targets: Array) -> "Preconditioner":
+    """Record the (K, M) coreset log-likelihoods and (K,) full-data estimates of the chain states."""
+    rows = pre.history.shape[0]
+    slots = (pre.filled + jnp.arange(coreset_lls.shape[0])) % rows
+    return pre._replace(history=pre.history.at[slots].set(coreset_lls.astype(pre.history.dtype)),
+                        targets=pre.targets.at[slots].set(targets.astype(pre.targets.dtype)),
+                        filled=pre.filled + coreset_lls.shape[0])
 
-    `update(grads, state, params)` needs the params (the distance is measured from w_0).
-    """
 
-    def init(params):
-        return HotDoGState(params, r * (1.0 + jnp.abs(params)), jnp.zeros_like(params))
+def refresh_preconditioner(pre: "Preconditioner", live: Array, weights: Array, tau: float) -> "Preconditioner":
+    """Factor Phi Phi^T + ridge I from the recorded states, ridge = tau * mean_m F_mm (relative, as
+    quasi-Newton coresets' tau: one default for every likelihood scale).
 
-    def update(grads, state, params):
-        distance = jnp.maximum(state.distance, jnp.abs(params - state.initial))
-        sum_sq = state.sum_sq + jnp.square(grads)
-        rate = jnp.where(sum_sq > 0, distance / jnp.sqrt(jnp.where(sum_sq > 0, sum_sq, 1.0)), 0.0)
-        return -rate * grads, HotDoGState(state.initial, distance, sum_sq)
+    Two-metric projection (Bertsekas 1982): a weight at 0 whose window gradient points outwards (g_m > 0)
+    is held at 0 and left out of the Newton system until the next refresh; clipping a full Newton step
+    instead can stall at a point that is not the constrained optimum."""
+    rows = pre.history.shape[0]
+    n = jnp.minimum(pre.filled, rows)
+    in_window = jnp.arange(rows) < n
+    nf = jnp.maximum(n, 2).astype(pre.history.dtype)
+    mean = jnp.sum(jnp.where(in_window[:, None], pre.history, 0.0), axis=0) / nf
+    centred = jnp.where(in_window[:, None] & live[None, :], pre.history - mean, 0.0) / jnp.sqrt(nf - 1.0)
+    target_mean = jnp.sum(jnp.where(in_window, pre.targets, 0.0)) / nf
+    centred_targets = jnp.where(in_window, pre.targets - target_mean, 0.0) / jnp.sqrt(nf - 1.0)
+    grad = centred.T @ (centred @ jnp.where(weights > 0, weights, 0.0) - centred_targets)
+    free = live & ((weights > 0) | (grad < 0))
+    basis = jnp.where(free[None, :], centred, 0.0)
+    gram = basis @ basis.T
+    ridge = tau * jnp.trace(gram) / jnp.maximum(jnp.sum(free), 1) + jnp.finfo(gram.dtype).tiny
+    chol = jnp.linalg.cholesky(gram + ridge * jnp.eye(rows, dtype=gram.dtype))
+    return pre._replace(basis=basis, centred_targets=centred_targets, chol=chol, ridge=ridge)
 
-    return optax.GradientTransformation(init, update)
+
+def effective_dimension(pre: "Preconditioner") -> Array:
+    """sum_i lambda_i / (lambda_i + ridge) over the eigenvalues of F's window estimate: the number of
+    directions in which the window's samples pin the weights down (for `info`; R^3 work, so once)."""
+    eig = jnp.maximum(jnp.linalg.eigvalsh(pre.basis @ pre.basis.T), 0.0)
+    return jnp.sum(eig / (eig + pre.ridge))
+
+
+def window_gradient(pre: "Preconditioner", weights: Array) -> Array:
+    """The KL gradient -Cov(L, T - w.L) over the recorded window, at the current w: Phi^T (Phi w - t).
+
+    It averages R chain states instead of K, and it has no component along directions in which the
+    window's L do not vary (there F has no information, and a single-iteration gradient would be pure
+    noise that F^{-1} amplifies)."""
+    return pre.basis.T @ (pre.basis @ jnp.where(weights > 0, weights, 0.0) - pre.centred_targets)
+
+
+def natural_direction(pre: "Preconditioner", grad: Array) -> Array:
+    """(Phi^T Phi + ridge I)^{-1} g by Woodbury: (g - Phi^T (Phi Phi^T + ridge I)^{-1} Phi g) / ridge.
+
+    F = Cov_{pi_w}(L) is the Fisher information of the exponential family {pi_w} and, near an exact
+    coreset, the Hessian of KL(pi_w || pi) (quasi-newton-coresets.md, Q3), so F^{-1} g is the quasi-Newton
+    direction of Naik et al. with the covariance taken over recent chain states instead of fresh samples."""
+    inner = jax.scipy.linalg.cho_solve((pre.chol, True), pre.basis @ grad)
+    return (grad - pre.basis.T @ inner) / pre.ridge
+
+
+# --------------------------------------------------------------------------------------------------------
+# Loop states.
+
+
+class Blocks(NamedTuple):
+    """Block averages of the iterates for the stopping rule: `sums` (NUM_BLOCKS, M) of the filled blocks,
+    `count` of them, `length` iterations per block, and the running block `current` with `filled`
+    iterations."""
+
+    sums: Array
+    count: Array
+    length: Array
+    current: Array
+    filled: Array
+
+
+class Preconditioner(NamedTuple):
+    """The natural-gradient preconditioner (F + tau I)^{-1}, F = Cov_{pi_w}(L), from recent chain states.
+
+    history: (R, M) coreset log-likelihoods of the last R chain states (a ring; `filled` of them valid);
+    targets: (R,) their full-data log-likelihood estimates T; basis: (R, M) Phi, the centred rows over
+    sqrt(R - 1), so F ~ Phi^T Phi; centred_targets: (R,) T centred the same way; chol: Cholesky factor of
+    Phi Phi^T + ridge I (R x R); ridge: tau times the mean of F's diagonal."""
+
+    history: Array
+    targets: Array
+    filled: Array
+    basis: Array
+    centred_targets: Array
+    chol: Array
+    ridge: Array
+
+
+class TrainState(NamedTuple):
+    """weights: w; opt_state: the optimiser's; precond: the natural-gradient preconditioner; chains,
+    tuning: the kernel's; blocks: the stopping rule's; recent: (RESERVOIR, K, D) chain states of recent
+    iterations; step: iterations so far; passes: checks passed in a row; drift: the last drift estimate
+    (nats); capped: moving average of whether the trust region shortened the step; done: the stopping
+    rule passed; acceptance: summed per-chain acceptance; key: the PRNG stream."""
+
+    weights: Array
+    opt_state: Any
+    precond: Any
+    chains: Any
+    tuning: Any
+    blocks: Blocks
+    recent: Array
+    step: Array
+    passes: Array
+    drift: Array
+    capped: Array
+    done: Array
+    acceptance: Array
+    key: Array
+
+
+def _push_block(blocks: Blocks, weights: Array) -> tuple[Blocks, Array]:
+    """Add one iterate; returns the blocks and whether a block was completed by it."""
+    current = blocks.current + weights
+    filled = blocks.filled + 1
+    complete = filled >= blocks.length
+
+    def close(_):
+        sums = blocks.sums.at[blocks.count].set(current)
+        count = blocks.count + 1
+        full = count >= NUM_BLOCKS
+        # Full: merge neighbours, so the blocks double in length and half the slots free up.
+        merged = (sums[0::2] + sums[1::2])
+        sums = jnp.where(full, jnp.concatenate([merged, jnp.zeros_like(merged)]), sums)
+        return Blocks(sums, jnp.where(full, NUM_BLOCKS // 2, count), jnp.where(full, 2 * blocks.length,
+                                                                               blocks.length),
+                      jnp.zeros_like(current), jnp.zeros_like(filled))
+
+    blocks = jax.lax.cond(complete, close, lambda _: Blocks(blocks.sums, blocks.count, blocks.length, current,
+                                                            filled), None)
+    return blocks, complete
+
+
+def _thirds(blocks: Blocks) -> tuple[Array, Array]:
+    """(w_A, w_B): the averages over the second-to-last and the last third of the filled blocks."""
+    third = blocks.count // 3
+    slot = jnp.arange(NUM_BLOCKS)
+    in_a = (slot >= blocks.count - 2 * third) & (slot < blocks.count - third)
+    in_b = (slot >= blocks.count - third) & (slot < blocks.count)
+    denom = jnp.maximum(third * blocks.length, 1).astype(blocks.sums.dtype)
+    w_a = jnp.sum(jnp.where(in_a[:, None], blocks.sums, 0.0), axis=0) / denom
+    w_b = jnp.sum(jnp.where(in_b[:, None], blocks.sums, 0.0), axis=0) / denom
+    return w_a, w_b
+
+
+def drift_kl(coreset_lls: Array, w_a: Array, w_b: Array) -> Array:
+    """(1/2) Var[(w_b - w_a).L(theta)] over the rows of `coreset_lls` (R, M): the second-order expansion
+    of KL(pi_{w_a} || pi_{w_b}) in the weights (the Fisher metric of the family pi_w is Cov(L))."""
+    delta = jnp.where((w_a > 0) | (w_b > 0), w_b - w_a, 0.0)
+    values = jnp.where((w_a > 0) | (w_b > 0), coreset_lls, 0.0) @ delta
+    return 0.5 * jnp.var(values) * values.shape[0] / jnp.maximum(values.shape[0] - 1, 1)
 
 
 # --------------------------------------------------------------------------------------------------------
 # The construction.
 
 
-class CoresetMCMCState(NamedTuple):
-    """weights: w; opt_state: the optimiser's; chains: the K kernel states; weight_sum: the running sum of
-    the iterates in the averaging tail."""
-
-    weights: Array
-    opt_state: Any
-    chains: Any
-    weight_sum: Array
-
-
-def coreset_mcmc(model: Model, size: int, kernel: str = "mala", num_chains: int = 4, num_iters: int = 1000,
-                 num_warmup: int = 200, num_draws: int = 100, subsample: int = 100, optimizer: str = "hot_dog",
-                 learning_rate: float = 0.1, r: float = 1e-3, control_variate: bool = True,
-                 average_tail: float = 0.5, hot_start: bool = True):
-    """Coreset MCMC of M = `size` uniformly subsampled points as a pure posterior-driven core.
+def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings: tuple = (),
+                 num_chains: int = 2, num_iters: int = 20_000, min_iters: int = 300, tol: float = 1e-3,
+                 rel_tol: float = 1e-2,
+                 num_warmup: int = 0, max_hot_start: int = 10_000, num_draws: int = 500,
+                 subsample: int = 0, optimizer: str = "newton", learning_rate: float = 0.1, r: float = 1e-3,
+                 step_fraction: float = 0.5, trust: float = 1e-3, tau: float = 1e-2, history: int = 256,
+                 refresh: int = 32,
+                 control_variate: bool = True, hot_start: bool = True, adapt_gain: float = 0.05):
+    """Coreset MCMC of M = `size` points as a pure posterior-driven core (module docstring).
 
     Args:
       model: the model.
       size: M.
-      kernel: a registered kernel of `cj.inference.kernels` ("mala", "nuts", "hmc", "rwmh").
-      num_chains: K >= 2 (the gradient is a covariance over chains).
-      num_iters: weight updates (one chain step each).
-      num_warmup: warm-up steps of the kernel tuning at w_0 before the first update (the hot start).
-      num_draws: T, steps with the final weights fixed; returned as `info["samples"]` (K, T, D).
-      subsample: S, data rows per gradient estimate.
-      optimizer: "hot_dog" (learning-rate-free, default) or "adam" (with `learning_rate`).
-      learning_rate: Adam's learning rate (unused by Hot DoG).
-      r: Hot DoG's initial relative distance (0.001 in the paper).
-      control_variate: estimate the full-data log-likelihood with the first-order control variate around
-        pi_hat's mean (`common` module docstring): one O(N D) gradient pass, then subsample noise ~ 1/S
-        instead of N/S. Off: the papers' plain subsample estimate.
-      average_tail: the returned weights are the mean of the iterates over this last fraction of the
-        iterations (Polyak-Ruppert; our addition): a learning-rate-free step decays only like
-        1/sqrt(sum g^2), so the last iterate keeps the gradient noise of its last steps. 0: the last iterate.
-      hot_start: start the chains at the Laplace approximation of pi_{w_0} (Newton on the M rows from
-        pi_hat's mean) rather than at pi_hat (`common.coreset_start`).
+      kernel: a registered kernel of `cj.inference.kernels` ("slice" default; "mala", "nuts", "hmc",
+        "rwmh", or one added with `register_kernel`).
+      kernel_settings: the kernel's settings as (name, value) pairs (`cj.coreset` accepts a dict).
+      num_chains: K >= 2 (the gradient is a covariance over chains; the authors use 2).
+      num_iters: the most weight updates (one chain step each).
+      min_iters: weight updates before the stopping rule may end training.
+      tol, rel_tol: the stopping rule's threshold on the drift KL(pi_{w_A} || pi_{w_B}):
+        max(tol, rel_tol * KL), with KL the importance-sampling estimate of KL(pi_{w_B} || pi) on the
+        recorded window (a coreset that cannot beat 1 nat need not be resolved to 0.001).
+      num_warmup: tuning warm-up steps at w_0 before the hot start (for kernels that adapt).
+      max_hot_start: the hot start's cap (hot-dog.md: 10,000).
+      num_draws: steps with the final weights fixed, returned as `info["samples"]` (K, num_draws, D).
+      subsample: S, data rows per full-data estimate; 0: min(N, max(2 M, 2048)) (`common.default_subsample`;
+        S >= N uses every row).
+      optimizer: "hot_dog" (default, learning-rate-free), "adam" (with `learning_rate`, the original
+        Coreset MCMC) or "dog_cumulative" (our earlier coordinate-wise DoG).
+      learning_rate: Adam's.
+      r: Hot DoG's initial step (0.001 in the paper).
+      control_variate: the first-order control variate for the full-data estimate (`common`).
+      hot_start: start the chains at the Laplace fit of pi_{w_0} (`common.coreset_start`) and run the
+        stationarity-tested hot start; off: start at pi_hat and train at once.
+      adapt_gain: the constant Robbins-Monro gain on log step size for kernels that adapt one.
 
     Returns:
-      `solve(key, data, data_weights, start) -> (indices, weights, info)`; `info` holds `samples` (K, T, D),
-      `acceptance_rate` (K,) over the T final draws, `initial_weights` (M,) and `final_iterate` (M,).
+      `solve(key, data, data_weights, start, initial=None) -> (indices, weights, info)`.
     """
-    settings = check_kernel(kernel)
+    settings = check_kernel(kernel, kernel_settings)
     check_count(num_chains, "num_chains", 2)
-    for name, value in (("num_iters", num_iters), ("num_draws", num_draws), ("subsample", subsample)):
+    for name, value in (("num_iters", num_iters), ("num_draws", num_draws), ("max_hot_start", max_hot_start)):
         check_count(value, name)
-    check_count(num_warmup, "num_warmup", 0)
+    for name, value in (("min_iters", min_iters), ("num_warmup", num_warmup), ("subsample", subsample)):
+        check_count(value, name, 0)
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer: unknown value {optimizer!r}; expected one of {list(OPTIMIZERS)}")
-    learning_rate = check_positive(learning_rate, "learning_rate")
-    r = check_positive(r, "r")
-    for name, value in (("control_variate", control_variate), ("hot_start", hot_start)):
-        if not isinstance(value, bool):
-            raise ValueError(f"{name}: must be True or False, got {value!r}")
-    if isinstance(average_tail, bool) or not isinstance(average_tail, (int, float)) or not 0 <= average_tail < 1:
-        raise ValueError(f"average_tail: must be a number in [0, 1), got {average_tail!r}")
-    num_averaged = max(int(round(average_tail * num_iters)), 1)
-    opt = hot_dog(r) if optimizer == "hot_dog" else optax.adam(learning_rate)
+    learning_rate, r, tol, rel_tol = (check_positive(v, n) for v, n in (
+        (learning_rate, "learning_rate"), (r, "r"), (tol, "tol"), (rel_tol, "rel_tol")))
+    check_fraction(adapt_gain, "adapt_gain")
+    control_variate, hot_start = check_bool(control_variate, "control_variate"), check_bool(hot_start, "hot_start")
+    check_fraction(step_fraction, "step_fraction")
+    trust = check_positive(trust, "trust")
+    tau = check_positive(tau, "tau")
+    check_count(history, "history", 2)
+    check_count(refresh, "refresh")
+    newton = optimizer == "newton"
+    opt = {"newton": lambda: optax.identity(), "hot_dog": lambda: hot_dog(r),
+           "adam": lambda: optax.adam(learning_rate), "dog_cumulative": lambda: dog_cumulative(r)}[optimizer]()
+    spec = _kernels.KERNELS[kernel]
+    adapts = spec.adapts_step_size
+    target_accept = float(settings.get("target_accept", 0.5))
 
-    def solve(key, data, data_weights, start):
+    def solve(key, data, data_weights, start, initial=None):
         dtype = jnp.result_type(start.mean.dtype, jnp.float32)
-        k_core, k_chains, k_loop, k_draws = jax.random.split(key, 4)
-        indices, w0 = initial_coreset(k_core, data_weights, size, dtype)
+        k_core, k_chains, k_hot, k_loop, k_draws = jax.random.split(key, 5)
+        if initial is None:
+            indices, w0 = initial_coreset(k_core, data_weights, size, dtype)
+        else:
+            indices, w0 = initial[0].astype(jnp.int32), initial[1].astype(dtype)
         rows = take_data(data, indices)
         live = w0 > 0
-        estimate = full_data_estimator(model, data, data_weights, subsample, start.mean, dtype, control_variate)
-        lls = jax.vmap(lambda th, d: log_likelihoods(model, th, d), in_axes=(0, None))
+        d = start.mean.shape[0]
+        rows_per_estimate = default_subsample(subsample, size, data_weights.shape[0], per_step=True)
+        estimate = full_data_estimator(model, data, data_weights, rows_per_estimate, start.mean, dtype,
+                                       control_variate)
+        lls = jax.vmap(lambda th, rw: log_likelihoods(model, th, rw), in_axes=(0, None))
 
         chain_start = coreset_start(model, rows, w0, start) if hot_start else start
         chains, tuning = start_chains(k_chains, kernel, weighted_log_density(model, rows, w0), chain_start,
                                       num_chains, num_warmup, settings)
 
-        def iteration(state, xs):
-            key, t = xs
-            k_step, k_sub = jax.random.split(key)
-            chains, _ = step_chains(k_step, kernel, weighted_log_density(model, rows, state.weights),
-                                    state.chains, tuning, settings)
+        # ---- hot start at w_0 (hot-dog.md §2.1), recording the states for the preconditioner
+        m = w0.shape[0]
+        rows_kept = history
+        precond0 = Preconditioner(jnp.zeros((rows_kept, m), dtype), jnp.zeros(rows_kept, dtype), jnp.asarray(0),
+                                  jnp.zeros((rows_kept, m), dtype), jnp.zeros(rows_kept, dtype),
+                                  jnp.eye(rows_kept, dtype=dtype), jnp.asarray(1.0, dtype))
+
+        def record(carry, chains):
+            pre, key = carry
+            key, k_sub = jax.random.split(key)
+            return push_history(pre, lls(chains.position, rows), estimate(k_sub, chains.position)), key
+
+        chains, hot_steps, hot_done, (precond, _) = run_until_stationary(
+            k_hot, kernel, weighted_log_density(model, rows, w0), chains, tuning, settings,
+            max_hot_start if hot_start else 0, d, HOT_START_EVERY, HOT_START_THRESHOLD,
+            record, (precond0, jax.random.fold_in(k_hot, 1)))
+        start_kl = kl_estimate(precond.history, precond.targets, w0, jnp.arange(rows_kept) < precond.filled)
+
+        # ---- training
+        def train_cond(s):
+            return (~s.done) & (s.step < num_iters)
+
+        def train_body(s):
+            key, k_step, k_sub = jax.random.split(s.key, 3)
+            chains, info = step_chains(k_step, kernel, weighted_log_density(model, rows, s.weights), s.chains,
+                                       s.tuning, settings)
+            acc = jnp.where(jnp.isfinite(info.acceptance_rate), info.acceptance_rate, 0.0).astype(dtype)
+            tuning = s.tuning
+            if adapts:  # keep the step size valid for the moving target
+                tuning = tuning._replace(step_size=tuning.step_size * jnp.exp(adapt_gain * (acc - target_accept)))
             thetas = chains.position
-            grad = kl_gradient_from_target(lls(thetas, rows).astype(dtype), estimate(k_sub, thetas),
-                                           state.weights)
+            core = lls(thetas, rows).astype(dtype)
+            target = estimate(k_sub, thetas)
+            grad = kl_gradient_from_target(core, target, s.weights)
             grad = jnp.where(live & jnp.isfinite(grad), grad, 0.0)
-            updates, opt_state = opt.update(grad, state.opt_state, state.weights)
-            weights = jnp.where(live, jnp.maximum(state.weights + updates, 0.0), 0.0)
-            in_tail = t >= num_iters - num_averaged
-            return CoresetMCMCState(weights, opt_state, chains,
-                                    state.weight_sum + jnp.where(in_tail, weights, 0.0)), None
+            precond = s.precond
+            capped = s.capped
+            if newton:
+                precond = push_history(precond, core, target)
+                precond = jax.lax.cond(s.step % refresh == 0, lambda p: refresh_preconditioner(p, live, s.weights, tau),
+                                       lambda p: p, precond)
+                direction = natural_direction(precond, window_gradient(precond, s.weights))
+                direction = jnp.where(live & jnp.isfinite(direction), step_fraction * direction, 0.0)
+                # Trust region: the move's predicted KL, (1/2) |Phi delta|^2, at most `trust` nats.
+                moved = 0.5 * jnp.sum(jnp.square(precond.basis @ direction))
+                grad = direction * jnp.minimum(1.0, jnp.sqrt(trust / jnp.maximum(moved, 1e-30)))
+                capped = (1.0 - CAPPED_GAIN) * capped + CAPPED_GAIN * (moved > trust).astype(dtype)
+            updates, opt_state = opt.update(grad, s.opt_state, s.weights)
+            if newton:
+                updates = -updates
+            weights = jnp.where(live, jnp.maximum(s.weights + updates, 0.0), 0.0)
+            recent = s.recent.at[s.step % RESERVOIR].set(thetas.astype(dtype))
+            blocks, complete = _push_block(s.blocks, weights)
+            step = s.step + 1
 
-        init = CoresetMCMCState(w0, opt.init(w0), chains, jnp.zeros_like(w0))
-        state, _ = _progress.scan(iteration, init, (jax.random.split(k_loop, num_iters), jnp.arange(num_iters)),
-                                  desc="coreset MCMC (iterations)")
-        weights = state.weight_sum / num_averaged
+            def check(_):
+                w_a, w_b = _thirds(blocks)
+                flat = recent.reshape(-1, d)
+                drift = drift_kl(lls(flat, rows).astype(dtype), w_a, w_b)
+                window = jnp.arange(precond.history.shape[0]) < precond.filled
+                level = kl_estimate(precond.history, precond.targets, w_b, window)
+                # A run whose steps the trust region still shortens is travelling, whatever its drift.
+                ok = ((blocks.count >= 6) & (step >= min_iters) & (drift <= jnp.maximum(tol, rel_tol * level))
+                      & (capped < 0.5))
+                return drift, jnp.where(ok, s.passes + 1, 0)
 
-        final_density = weighted_log_density(model, rows, weights)
+            drift, passes = jax.lax.cond(complete & (blocks.count >= 6), check,
+                                         lambda _: (s.drift, s.passes), None)
+            return TrainState(weights, opt_state, precond, chains, tuning, blocks, recent, step, passes, drift,
+                              capped, passes >= 2, s.acceptance + acc, key)
 
-        def draw(chains, key):
-            chains, info = step_chains(key, kernel, final_density, chains, tuning, settings, refresh=False)
-            return chains, (chains.position, info.acceptance_rate)
+        blocks = Blocks(jnp.zeros((NUM_BLOCKS, m), dtype), jnp.asarray(0), jnp.asarray(FIRST_BLOCK),
+                        jnp.zeros(m, dtype), jnp.asarray(0))
+        recent = jnp.broadcast_to(chains.position.astype(dtype), (RESERVOIR, num_chains, d))
+        init = TrainState(w0, opt.init(w0), precond, chains, tuning, blocks, recent, jnp.asarray(0), jnp.asarray(0),
+                          jnp.asarray(jnp.inf, dtype), jnp.asarray(1.0 if newton else 0.0, dtype),
+                          jnp.asarray(False), jnp.zeros(num_chains, dtype), k_loop)
+        state = _progress.while_loop(train_cond, train_body, init, desc="coreset MCMC (iterations)",
+                                     every=max(num_iters // 20, 1), total=num_iters)
+        w_a, w_b = _thirds(state.blocks)
+        weights = jnp.where(state.blocks.count >= 3, w_b, state.weights)
+        weights = jnp.where(live, weights, 0.0)
 
-        chains = init_chains(kernel, final_density, state.chains.position, tuning, settings)
-        _, (samples, acc) = _progress.scan(draw, chains, jax.random.split(k_draws, num_draws),
-                                           desc="coreset MCMC (draws)")
+        # ---- draws with the returned weights fixed; never worse than the start by the KL estimate
+        def draws_at(weights, key):
+            density = weighted_log_density(model, rows, weights)
+
+            def draw(chains, key):
+                chains, info = step_chains(key, kernel, density, chains, state.tuning, settings, refresh=False)
+                return chains, (chains.position, info.acceptance_rate)
+
+            chains = init_chains(kernel, density, state.chains.position, state.tuning, settings)
+            _, (samples, acc) = _progress.scan(draw, chains, jax.random.split(key, num_draws),
+                                               desc="coreset MCMC (draws)")
+            flat = samples.reshape(-1, d)
+            kl = kl_estimate(lls(flat, rows).astype(dtype), estimate(jax.random.fold_in(key, 1), flat), weights)
+            return samples, acc, kl
+
+        samples, acc, final_kl = draws_at(weights, k_draws)
+        trained_kl = final_kl
+        fell_back = final_kl > start_kl
+        weights = jnp.where(fell_back, w0, weights)
+        samples, acc, final_kl = jax.lax.cond(fell_back, lambda _: draws_at(w0, jax.random.fold_in(k_draws, 2)),
+                                              lambda _: (samples, acc, final_kl), None)
+        steps = jnp.maximum(state.step, 1).astype(dtype)
         info = {"samples": jnp.swapaxes(samples, 0, 1), "acceptance_rate": jnp.mean(acc, axis=0),
-                "initial_weights": w0, "final_iterate": state.weights}
+                "training_acceptance_rate": state.acceptance / steps, "initial_weights": w0,
+                "final_iterate": state.weights, "iterations": state.step, "hot_start_steps": hot_steps,
+                "hot_start_converged": hot_done | (not hot_start), "converged": state.done,
+                "drift_kl": state.drift, "kl_estimate": final_kl,
+                "effective_dimension": effective_dimension(state.precond) if newton else jnp.nan,
+                "trained_kl_estimate": trained_kl, "trust_capped": state.capped, "start_kl_estimate": start_kl, "fell_back": fell_back}
         return indices, weights, info
 
     return solve

@@ -1,39 +1,32 @@
-"""Quasi-Newton coresets (Naik, Rousseau & Campbell, NeurIPS 2022, "Fast Bayesian coresets via subsampling
-and quasi-Newton refinement", Algorithm 1; the full text is not in /work/shared/papers, so no equation
-numbers are claimed).
+"""Quasi-Newton coresets (Naik, Rousseau & Campbell, NeurIPS 2022), as their authors' code runs them
+(`papers/quasi-newton-coresets.md` §2), made safe.
 
-1. Subsample M rows with probability proportional to the data weights u (uniform for a plain dataset),
-   without replacement, each weighted sum(u) / M (N / M for a plain dataset).
-2. `num_steps` quasi-Newton steps on KL(pi_w || pi). Step t:
-   - sample pi_w: K chains of a registered kernel (default NUTS), warm-started from the previous step's
-     final states (started at the Laplace fit of pi_{w_0} and tuned once by a warm-up at w_0), take
-     `num_burn` steps after the weights moved, then `draws` steps whose states are kept: S = K * draws
-     samples theta_s;
-   - draw a data subsample (probabilities u_n / sum(u), size `subsample`) and estimate the full-data log
-     likelihood t_s = sum_n u_n L_n(theta_s) at each sample: by default with the first-order control
-     variate of `common.full_data_estimator` (our addition; noise ~ 1/S' instead of N/S'), or the paper's
-     plain (sum(u) / S') sum_{s'} L_{n_s'}(theta_s) with `control_variate=False`;
-   - form, with sample covariances over the S draws,
-         G = Cov(L_m, L_m') + tau I,        g = -Cov(L_m, t - sum_m' w_m' L_m')      (g: the KL gradient)
-     where tau = `tau` * mean_m Cov(L_m, L_m) (relative, so one default fits every likelihood scale);
-   - update w <- max(w - alpha_t G^{-1} g, 0).
-   The result is the mean of the last `average` iterates (Polyak-Ruppert): at full steps each iterate
-   carries the subsample noise of its own g, which averaging reduces (our addition; `average=1` is off).
-   A `subsample` >= N uses every row, exactly.
-   G is the covariance of the coreset log-likelihoods, the Fisher information of the exponential family
-   {pi_w}, so G^{-1} g is the natural-gradient (Gauss-Newton) direction; on a Gaussian problem where the
-   full-data log-likelihood is a linear combination of the coreset ones, alpha = 1 reaches it in one step.
+1. **Points.** M rows drawn with probabilities proportional to the data weights u, without replacement,
+   each weighted sum(u) / M; or, with `support=` in `cj.coreset`, a Hilbert coreset's points and weights.
+2. **Each step** draws S = `num_chains` x `num_draws` samples of the current pi_w: the chains (default the
+   tuning-free slice kernel, persistent across steps) first run until their log potentials pass the
+   hot-start stationarity test (hot-dog.md §2.1, capped at `max_burn`), so every step's samples are of the
+   current weights. From them, with C the (M x S) centred coreset log-likelihoods and rho the centred
+   residual T - w.L (T the full-data log-likelihood, exact up to N = 20,000, else subsampled with the
+   control variate of `common.full_data_estimator`):
 
-Step sizes. The first step's alpha_1 comes from a backtracking line search on the candidates 1, 1/2, ...,
-2^-(num_backtracks-1): take the largest candidate whose new weights w' both (a) keep the importance weights
-exp((w' - w).L_s) of the current samples usable, with effective sample size at least S/4, and (b) decrease
-the importance-sampling estimate of KL(pi_w' || pi) - KL(pi_w || pi) =
-E_w'[(w' - .)L - t] - E_w[(w - .)L - t] - log E_w[exp((w' - w).L)]; if none does, the smallest. Later steps
-use alpha_t = min(step_size, 2^(t-1) alpha_1): the step doubles back towards the full quasi-Newton step once
-the first, largest move is made.
+       g = -C rho / S  (Q4),   H = C C^T / S + tau * mean_m H_mm I  (Q5),   d = H^{-1} g  (Q6)
 
-Cost: each step is K (num_burn + draws) kernel steps on M rows, plus O(S (M + S') D) for the lls and an
-O(M^3) solve; no O(N) term after the initial subsample and the control variate's one gradient pass.
+   (tau relative, so one default fits every likelihood scale; the authors' tau = 0.01 is absolute).
+3. **First step: the authors' line search** (`an_opt`): a = 1, divided by 1.5 while every coordinate of
+   w_0 - a d is negative; then up to `num_tries` candidates w_0 - a d (clipped at 0), each tested on a fresh
+   sample of its own posterior by the curvature ratio q = <g(w_c), d> / <g(w_0), d>: accept if 0 < q < 0.9,
+   else divide a by 1.5. If no candidate passes, the authors' fallback: return w_0 (`info["fallback"]`).
+4. **Later steps**: unit steps w <- max(w - d, 0), stopping early when the relative decrease of the
+   gradient norm, (|g_{t-1}| - |g_t|) / |g_t|, is at most `early_stop` (the authors' 0.1; an increase also
+   stops). If sum(w) falls to 0, the weights reset to w_0.
+5. **Never worse than the start** (ours): every iterate whose samples were drawn, w_0 included, has an
+   importance-sampling estimate of KL(pi_w || pi) (`common.kl_estimate`) from those samples; the last
+   iterate is sampled once more for its own. The result is the iterate with the smallest estimate, and
+   `info` reports `best_step` (0 is the start), `kl_estimates` and `start_kl_estimate`.
+
+Cost per step: the chains' steps on M rows, S (M + S') likelihood evaluations (S' rows for T), and an
+O(M^3) solve; no O(N) term after the control variate's one gradient pass.
 """
 
 from __future__ import annotations
@@ -45,24 +38,26 @@ import jax.numpy as jnp
 
 from .. import progress as _progress
 from ..core import Model, log_likelihoods, take_data, weighted_log_density
-from ..inference.driver import init_chains, step_chains
-from .common import (check_count, check_kernel, check_positive, coreset_start, full_data_estimator,
-                     initial_coreset, start_chains)
+from ..inference.driver import step_chains
+from .common import (check_bool, check_count, check_kernel, check_positive, coreset_start, default_subsample,
+                     full_data_estimator, initial_coreset, kl_estimate, run_until_stationary, start_chains)
 
-__all__ = ["kl_change", "newton_direction", "quasi_newton"]
+__all__ = ["newton_direction", "quasi_newton"]
 
 Array = jax.Array
+SHRINK = 1.5        # the authors' line-search factor
+CURVATURE = 0.9     # accept a first step whose curvature ratio q lies in (0, CURVATURE)
 
 
 def newton_direction(coreset_lls: Array, target: Array, weights: Array, tau, live=None) -> tuple[Array, Array]:
-    """(G^{-1} g, g) from S samples of pi_w (Naik et al., Algorithm 1).
+    """(H^{-1} g, g) from S samples of pi_w (Eqs. Q4-Q6 of quasi-newton-coresets.md).
 
     Args:
       coreset_lls: (S, M) L_m(theta_s).
       target: (S,) the (estimated) full-data log-likelihood sum_n u_n L_n(theta_s).
       weights: (M,) w.
-      tau: relative regularisation: G = Cov(L) + tau * mean(diag Cov(L)) I.
-      live: (M,) bool, the slots that may move (default: all); the others (padding) have rows of G equal
+      tau: relative regularisation: H = Cov(L) + tau * mean(diag Cov(L)) I.
+      live: (M,) bool, the slots that may move (default: all); the others (padding) have rows of H equal
         to the identity and g = 0. A live slot at w = 0 can come back: the clip at 0 is not a mask.
     """
     live = jnp.ones(weights.shape, bool) if live is None else live
@@ -70,142 +65,193 @@ def newton_direction(coreset_lls: Array, target: Array, weights: Array, tau, liv
     s = lls.shape[0]
     centred = lls - jnp.mean(lls, axis=0)
     residual = target - lls @ jnp.where(live, weights, 0.0)
-    grad = -(centred.T @ (residual - jnp.mean(residual))) / (s - 1)
-    cov = centred.T @ centred / (s - 1)
+    grad = -(centred.T @ (residual - jnp.mean(residual))) / s
+    cov = centred.T @ centred / s
     scale = jnp.sum(jnp.diag(cov)) / jnp.maximum(jnp.sum(live), 1)
     both = live[:, None] & live[None, :]
     m = weights.shape[0]
     hessian = jnp.where(both, cov, 0.0) + jnp.diag(jnp.where(live, tau * scale, 1.0))
     hessian = hessian + jnp.eye(m, dtype=cov.dtype) * jnp.finfo(cov.dtype).tiny
-    direction = jnp.linalg.solve(hessian, jnp.where(live, grad, 0.0))
-    return jnp.where(live, direction, 0.0), grad
+    direction = jax.scipy.linalg.solve(hessian, jnp.where(live, grad, 0.0), assume_a="pos")
+    return jnp.where(live & jnp.isfinite(direction), direction, 0.0), grad
 
 
-def kl_change(coreset_lls: Array, target: Array, weights: Array, new_weights: Array) -> tuple[Array, Array]:
-    """Importance-sampling estimate of KL(pi_w' || pi) - KL(pi_w || pi) from samples of pi_w, and the ESS.
+class Sampled(NamedTuple):
+    """What one round of sampling pi_w gives: the (num_draws, K, D) draws, the (S, M) coreset
+    log-likelihoods, the (S,) full-data estimates, the gradient, the Newton direction and the KL estimate,
+    plus the chains to continue and the burn-in length."""
 
-    With l_s = (w' - w).L_s and a = softmax(l): E_w'[f] ~ sum_s a_s f_s and Z_w'/Z_w ~ mean_s exp(l_s), so
-    the change is sum_s a_s (w'.L_s - t_s) - mean_s (w.L_s - t_s) - logmeanexp(l) (the prior and log Z of
-    the full-data posterior cancel).
-    """
-    lls = jnp.where((weights > 0) | (new_weights > 0), coreset_lls, 0.0)
-    shift = lls @ (new_weights - weights)
-    log_a = jax.nn.log_softmax(shift)
-    a = jnp.exp(log_a)
-    log_ratio = jax.scipy.special.logsumexp(shift) - jnp.log(shift.shape[0])
-    change = a @ (lls @ new_weights - target) - jnp.mean(lls @ weights - target) - log_ratio
-    return change, 1.0 / jnp.sum(a * a)
-
-
-class QuasiNewtonState(NamedTuple):
-    """weights: w; alpha: the current step size; chains: K kernel states; key: the PRNG stream."""
-
-    weights: Array
-    alpha: Array
     chains: Any
+    draws: Array
+    lls: Array
+    target: Array
+    grad: Array
+    direction: Array
+    kl: Array
+    burn: Array
+
+
+class SearchState(NamedTuple):
+    """The first step's line search: the step `a`, tries so far, whether one passed, and its samples."""
+
+    a: Array
+    tries: Array
+    accepted: Array
+    weights: Array
+    sampled: Sampled
     key: Array
 
 
-def quasi_newton(model: Model, size: int, kernel: str = "nuts", num_chains: int = 4, num_steps: int = 20,
-                 draws: int = 25, num_burn: int = 10, num_warmup: int = 200, subsample: int = 1000,
-                 tau: float = 1e-2, step_size: float = 1.0, num_backtracks: int = 8, average: int = 5,
-                 control_variate: bool = True, hot_start: bool = True):
-    """Quasi-Newton refinement of M = `size` uniformly subsampled points, as a pure posterior-driven core.
+class StepState(NamedTuple):
+    """weights: w_t; sampled: pi_{w_t}'s round; previous_norm: |g_{t-1}|; step: t; done: stopped early;
+    best_*: the iterate with the smallest KL estimate; kls: (num_iters + 1,) the estimates; key."""
+
+    weights: Array
+    sampled: Sampled
+    previous_norm: Array
+    step: Array
+    done: Array
+    best_weights: Array
+    best_kl: Array
+    best_step: Array
+    kls: Array
+    key: Array
+
+
+def quasi_newton(model: Model, size: int, kernel: str = "slice", kernel_settings: tuple = (),
+                 num_chains: int = 4, num_iters: int = 20, num_draws: int = 125, max_burn: int = 1000,
+                 num_warmup: int = 0, subsample: int = 0, tau: float = 1e-2, num_tries: int = 10,
+                 early_stop: float = 0.1, control_variate: bool = True, hot_start: bool = True):
+    """Quasi-Newton refinement of M = `size` points as a pure posterior-driven core (module docstring).
 
     Args:
       model: the model.
       size: M.
-      kernel: the registered kernel sampling pi_w ("nuts" default, "hmc", "mala", "rwmh").
-      num_chains: K chains (S = K * draws samples per step).
-      num_steps: quasi-Newton steps (about 20 in Naik et al.).
-      draws: kept steps per chain per quasi-Newton step.
-      num_burn: discarded steps per chain after each weight update.
-      num_warmup: warm-up steps of the kernel tuning at w_0.
-      subsample: S', data rows (drawn with replacement) for the full-data log-likelihood estimate.
-      tau: relative Tikhonov regularisation of G (module docstring).
-      step_size: the largest alpha after the first step.
-      num_backtracks: candidates 1, 1/2, ... of the first step's line search.
-      average: the result is the mean of the last `average` iterates (1: the last iterate).
-      control_variate: estimate the full-data log-likelihood with the first-order control variate around
-        pi_hat's mean (`common` module docstring); off: the plain subsample estimate.
-      hot_start: start the chains at the Laplace approximation of pi_{w_0} (`common.coreset_start`).
+      kernel: the registered kernel sampling pi_w ("slice" default).
+      kernel_settings: the kernel's settings as (name, value) pairs (`cj.coreset` accepts a dict).
+      num_chains: K chains; S = K * num_draws samples per step (the authors' S = 500).
+      num_iters: the most quasi-Newton steps (the authors' 20).
+      num_draws: kept draws per chain per step.
+      max_burn: the cap on the stationarity-tested burn-in after each weight change.
+      num_warmup: tuning warm-up steps at w_0 (for kernels that adapt).
+      subsample: S', rows of the full-data estimate; 0: every row up to N = 20,000, else max(4 M, 4096).
+      tau: relative ridge of H (module docstring).
+      num_tries: the line search's most candidates (the authors' 10).
+      early_stop: stop when the gradient norm's relative decrease is at most this (the authors' 0.1).
+      control_variate: the first-order control variate for a subsampled full-data estimate.
+      hot_start: start the chains at the Laplace fit of pi_{w_0} (`common.coreset_start`).
 
     Returns:
-      `solve(key, data, data_weights, start) -> (indices, weights, info)`; `info` holds `samples` (K, draws,
-      D): the last step's draws, which target pi at the second-to-last weights; `first_step` (alpha_1);
-      `initial_weights`.
+      `solve(key, data, data_weights, start, initial=None) -> (indices, weights, info)`; `info` holds
+      `samples` (K, num_draws, D) of the returned weights' posterior, `best_step`, `kl_estimates`,
+      `start_kl_estimate`, `best_kl_estimate` (the chosen iterate's, from the round that chose it),
+      `kl_estimate` (from a fresh round at the returned weights), `steps`, `fallback`, `first_step`, `initial_weights`.
     """
-    settings = check_kernel(kernel)
+    settings = check_kernel(kernel, kernel_settings)
     check_count(num_chains, "num_chains", 1)
-    for name, value in (("num_steps", num_steps), ("draws", draws), ("subsample", subsample),
-                        ("num_backtracks", num_backtracks)):
+    for name, value in (("num_iters", num_iters), ("num_draws", num_draws), ("num_tries", num_tries)):
         check_count(value, name)
-    check_count(average, "average")
-    if average > num_steps:
-        raise ValueError(f"average: must be at most num_steps = {num_steps}, got {average}")
-    check_count(num_burn, "num_burn", 0)
-    check_count(num_warmup, "num_warmup", 0)
-    if num_chains * draws < 2:
-        raise ValueError("draws: num_chains * draws must be at least 2 (G and g are sample covariances)")
-    for name, value in (("control_variate", control_variate), ("hot_start", hot_start)):
-        if not isinstance(value, bool):
-            raise ValueError(f"{name}: must be True or False, got {value!r}")
+    for name, value in (("max_burn", max_burn), ("num_warmup", num_warmup), ("subsample", subsample)):
+        check_count(value, name, 0)
+    if num_chains * num_draws < 2:
+        raise ValueError("num_draws: num_chains * num_draws must be at least 2 (H and g are sample covariances)")
     tau = check_positive(tau, "tau")
-    step_size = check_positive(step_size, "step_size")
-    candidates = 0.5 ** jnp.arange(num_backtracks)
+    early_stop = check_positive(early_stop, "early_stop")
+    control_variate, hot_start = check_bool(control_variate, "control_variate"), check_bool(hot_start, "hot_start")
 
-    def solve(key, data, data_weights, start):
+    def solve(key, data, data_weights, start, initial=None):
         dtype = jnp.result_type(start.mean.dtype, jnp.float32)
-        k_core, k_chains, k_loop = jax.random.split(key, 3)
-        indices, w0 = initial_coreset(k_core, data_weights, size, dtype)
+        k_core, k_chains, k_first, k_search, k_loop, k_last = jax.random.split(key, 6)
+        if initial is None:
+            indices, w0 = initial_coreset(k_core, data_weights, size, dtype)
+        else:
+            indices, w0 = initial[0].astype(jnp.int32), initial[1].astype(dtype)
         rows = take_data(data, indices)
-        estimate = full_data_estimator(model, data, data_weights, subsample, start.mean, dtype, control_variate)
-        lls = jax.vmap(lambda th, d: log_likelihoods(model, th, d), in_axes=(0, None))
+        live = w0 > 0
+        d = start.mean.shape[0]
+        estimate = full_data_estimator(model, data, data_weights, default_subsample(subsample, size, data_weights.shape[0]),
+                                       start.mean, dtype, control_variate)
+        lls = jax.vmap(lambda th, rw: log_likelihoods(model, th, rw), in_axes=(0, None))
         chain_start = coreset_start(model, rows, w0, start) if hot_start else start
         chains, tuning = start_chains(k_chains, kernel, weighted_log_density(model, rows, w0), chain_start,
                                       num_chains, num_warmup, settings)
 
-        def sample(key, chains, weights):
+        def sample(key, chains, weights) -> Sampled:
+            """Burn in to the stationarity test, then draw; the lls, T, g, d and the KL estimate."""
+            k_burn, k_draw, k_sub = jax.random.split(key, 3)
             density = weighted_log_density(model, rows, weights)
+            chains = chains._replace(logdensity=jax.vmap(density)(chains.position))  # the target moved
+            chains, burn, _, _ = run_until_stationary(k_burn, kernel, density, chains, tuning, settings,
+                                                      max_burn, d)
 
-            def one(chains, key):
-                chains, _ = step_chains(key, kernel, density, chains, tuning, settings, refresh=False)
+            def one(chains, k):
+                chains, _ = step_chains(k, kernel, density, chains, tuning, settings, refresh=False)
                 return chains, chains.position
 
-            chains = init_chains(kernel, density, chains.position, tuning, settings)
-            chains, kept = jax.lax.scan(one, chains, jax.random.split(key, num_burn + draws))
-            return chains, jnp.swapaxes(kept[num_burn:], 0, 1)  # (K, draws, D)
-
-        def step(state, xs):
-            key, t = xs
-            k_sample, k_sub = jax.random.split(key)
-            chains, thetas = sample(k_sample, state.chains, state.weights)
-            flat = thetas.reshape(-1, thetas.shape[-1])
+            chains, kept = jax.lax.scan(one, chains, jax.random.split(k_draw, num_draws))
+            flat = kept.reshape(-1, d)
             core = lls(flat, rows).astype(dtype)
-            target = estimate(k_sub, flat)
-            direction, _ = newton_direction(core, target, state.weights, tau, w0 > 0)
-            direction = jnp.where(jnp.isfinite(direction), direction, 0.0)
+            target = estimate(k_sub, flat).astype(dtype)
+            direction, grad = newton_direction(core, target, weights, tau, live)
+            return Sampled(chains, kept, core, target, grad, direction, kl_estimate(core, target, weights), burn)
 
-            def search(_):
-                proposals = jnp.maximum(state.weights[None, :] - candidates[:, None] * direction[None, :], 0.0)
-                change, ess = jax.vmap(lambda w: kl_change(core, target, state.weights, w))(proposals)
-                ok = (ess >= flat.shape[0] / 4.0) & (change < 0) & jnp.isfinite(change)
-                return jnp.where(jnp.any(ok), candidates[jnp.argmax(ok)], candidates[-1]).astype(dtype)
+        first = sample(k_first, chains, w0)
 
-            alpha = jax.lax.cond(t == 0, search,
-                                 lambda _: jnp.minimum(2.0 * state.alpha, step_size).astype(dtype), None)
-            weights = jnp.where(w0 > 0, jnp.maximum(state.weights - alpha * direction, 0.0), 0.0)
-            return QuasiNewtonState(weights, alpha, chains, state.key), (thetas, alpha, weights)
+        # ---- the first step's line search (the authors' an_opt)
+        slope0 = jnp.dot(first.grad, first.direction)
+        # a = 1.5^-k for the smallest k such that some coordinate of w_0 - a d is non-negative.
+        some = lambda a: jnp.any(live & (w0 - a * first.direction >= 0))  # noqa: E731
+        a0 = jax.lax.while_loop(lambda a: (~some(a)) & (a > 1e-30), lambda a: a / SHRINK,
+                                jnp.asarray(1.0, dtype))
 
-        init = QuasiNewtonState(w0, jnp.asarray(step_size, dtype), chains, k_loop)
-        state, (thetas, alphas, path) = _progress.scan(step, init, (jax.random.split(k_loop, num_steps),
-                                                                    jnp.arange(num_steps)),
-                                                       desc="quasi-Newton (steps)", every=1)
-        # Polyak-Ruppert averaging over the last `average` iterates: each full step re-solves with fresh
-        # subsample noise in g, and averaging divides that noise's variance by `average`.
-        weights = jnp.mean(path[num_steps - average:], axis=0)
-        info = {"samples": thetas[-1], "first_step": alphas[0], "step_sizes": alphas, "initial_weights": w0,
-                "final_iterate": state.weights}
+        def search_cond(s):
+            return (~s.accepted) & (s.tries < num_tries)
+
+        def search_body(s):
+            key, k_try = jax.random.split(s.key)
+            candidate = jnp.where(live, jnp.maximum(w0 - s.a * first.direction, 0.0), 0.0)
+            tried = sample(k_try, first.chains, candidate)
+            q = jnp.dot(tried.grad, first.direction) / slope0
+            ok = (q > 0) & (q < CURVATURE) & jnp.isfinite(q) & (jnp.sum(candidate) > 0)
+            return SearchState(jnp.where(ok, s.a, s.a / SHRINK), s.tries + 1, ok,
+                               jnp.where(ok, candidate, s.weights), jax.tree_util.tree_map(
+                                   lambda new, old: jnp.where(ok, new, old), tried, s.sampled), key)
+
+        search = jax.lax.while_loop(search_cond, search_body,
+                                    SearchState(a0, jnp.asarray(0), jnp.asarray(False), w0, first, k_search))
+        fallback = ~search.accepted
+
+        # ---- later unit steps with the authors' early stop; the best iterate by the KL estimate
+        def step_cond(s):
+            return (~s.done) & (s.step < num_iters)
+
+        def step_body(s):
+            key, k_sample = jax.random.split(s.key)
+            weights = jnp.where(live, jnp.maximum(s.weights - s.sampled.direction, 0.0), 0.0)
+            weights = jnp.where(jnp.sum(weights) > 0, weights, w0)
+            sampled = sample(k_sample, s.sampled.chains, weights)
+            norm = jnp.linalg.norm(sampled.grad)
+            stop = (s.previous_norm - norm) / jnp.maximum(norm, jnp.finfo(dtype).tiny) <= early_stop
+            better = sampled.kl < s.best_kl
+            step = s.step + 1
+            return StepState(weights, sampled, norm, step, stop, jnp.where(better, weights, s.best_weights),
+                             jnp.where(better, sampled.kl, s.best_kl), jnp.where(better, step, s.best_step),
+                             s.kls.at[step].set(sampled.kl), key)
+
+        kls = jnp.full(num_iters + 1, jnp.nan, dtype).at[0].set(first.kl)
+        start_best = search.sampled.kl < first.kl
+        state = StepState(search.weights, search.sampled, jnp.linalg.norm(search.sampled.grad), jnp.asarray(1),
+                          fallback, jnp.where(start_best, search.weights, w0),
+                          jnp.minimum(search.sampled.kl, first.kl), jnp.where(start_best, 1, 0),
+                          kls.at[1].set(jnp.where(fallback, jnp.nan, search.sampled.kl)), k_loop)
+        state = _progress.while_loop(step_cond, step_body, state, desc="quasi-Newton (steps)", every=1,
+                                     total=num_iters)
+        weights = jnp.where(live, state.best_weights, 0.0)
+        final = sample(k_last, state.sampled.chains, weights)
+        info = {"samples": jnp.swapaxes(final.draws, 0, 1), "best_step": state.best_step,
+                "kl_estimates": state.kls, "start_kl_estimate": first.kl, "best_kl_estimate": state.best_kl,
+                "kl_estimate": final.kl, "steps": state.step, "fallback": fallback, "first_step": search.a,
+                "line_search_tries": search.tries, "initial_weights": w0, "final_iterate": state.weights}
         return indices, weights, info
 
     return solve

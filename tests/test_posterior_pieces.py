@@ -1,0 +1,165 @@
+"""The pieces the posterior-driven methods are built from, each against a NumPy twin written here or a
+closed form: the Hot DoG update (hot-dog.md §2.2, H2-H4) and our cumulative DoG, the hot-start
+stationarity statistic (H1), the slice kernel on a weighted Gaussian, and the spike-and-slab Gibbs
+conditionals."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import coresets_jax as cj
+from coresets_jax.models import spike_and_slab as ss
+from coresets_jax.posterior_driven.optimizers import dog_cumulative, hot_dog, stationarity_statistic
+
+
+def hot_dog_numpy(w0, grads, r, b1=0.9, b2=0.999, eps=1e-8):
+    """hot-dog.md §2.2 transcribed: the iterates w_1..w_T (projected on w >= 0 as Coreset MCMC does)."""
+    w, m, v, rho = w0.copy(), np.zeros_like(w0), np.zeros_like(w0), np.zeros_like(w0)
+    out = []
+    for t, g in enumerate(grads, start=1):
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        m_hat, v_hat = m / (1 - b1 ** t), v / (1 - b2 ** t)
+        if t == 1:
+            d = np.full_like(w0, r)
+        else:
+            rho = b1 * rho + (1 - b1) * np.maximum(np.abs(w - w0), rho)
+            d = rho / (1 - b1 ** t)
+        w = np.maximum(w - d / (np.sqrt(t * v_hat) + eps) * m_hat, 0.0)
+        out.append(w.copy())
+    return np.array(out)
+
+
+def run_optimizer(opt, w0, grads):
+    def body(carry, g):
+        w, state = carry
+        updates, state = opt.update(g, state, w)
+        w = jnp.maximum(w + updates, 0.0)
+        return (w, state), w
+
+    _, ws = jax.lax.scan(body, (w0, opt.init(w0)), grads)
+    return np.asarray(ws, np.float64)
+
+
+def test_hot_dog_matches_a_numpy_transcription_step_by_step():
+    rng = np.random.default_rng(0)
+    w0 = rng.uniform(1.0, 20.0, 6)
+    # Noisy gradients with a drift, so the distance term and the moment estimates all move.
+    grads = rng.standard_normal((200, 6)) * 3.0 + np.linspace(-2, 2, 6)
+    expected = hot_dog_numpy(w0, grads, r=0.5)
+    got = run_optimizer(hot_dog(0.5), jnp.asarray(w0), jnp.asarray(grads))
+    # float32 against float64 over 200 steps: the differences are rounding (6e-4 relative at most).
+    np.testing.assert_allclose(got, expected, rtol=2e-3, atol=1e-4)
+    assert np.max(np.abs(expected[-1] - w0)) > 1.0  # not vacuous: the weights travelled
+
+
+def test_hot_dog_first_step_moves_each_weight_by_r():
+    w0 = jnp.asarray([5.0, 5.0, 5.0])
+    updates, _ = hot_dog(1e-3).update(jnp.asarray([2.0, -0.1, 40.0]), hot_dog(1e-3).init(w0), w0)
+    # m^_1 = g, v^_1 = g^2, t = 1: the step is r sign(g) up to eps.
+    np.testing.assert_allclose(np.asarray(updates), [-1e-3, 1e-3, -1e-3], rtol=1e-5)
+
+
+def test_dog_cumulative_matches_numpy():
+    rng = np.random.default_rng(1)
+    w0, r = rng.uniform(1.0, 5.0, 4), 1e-2
+    grads = rng.standard_normal((50, 4))
+    w, dist, ssq, expected = w0.copy(), r * (1 + np.abs(w0)), np.zeros(4), []
+    for g in grads:
+        dist = np.maximum(dist, np.abs(w - w0))
+        ssq = ssq + g * g
+        w = np.maximum(w - dist / np.sqrt(ssq) * g, 0.0)
+        expected.append(w.copy())
+    got = run_optimizer(dog_cumulative(r), jnp.asarray(w0), jnp.asarray(grads))
+    np.testing.assert_allclose(got, np.array(expected), rtol=1e-4, atol=1e-6)
+
+
+def stationarity_numpy(x):
+    """H1: the last two thirds of x, each fitted by a line; |mean A - mean B| / max residual s.e."""
+    n = int(np.ceil(len(x) / 3))
+    if n <= 2:
+        return np.inf
+    blocks = (x[len(x) - 2 * n:len(x) - n], x[len(x) - n:])
+    ses = []
+    for b in blocks:
+        j = np.arange(len(b))
+        resid = b - np.polyval(np.polyfit(j, b, 1), j)
+        ses.append(np.sqrt(resid @ resid / (len(b) - 2)))
+    return abs(blocks[0].mean() - blocks[1].mean()) / max(ses)
+
+
+@pytest.mark.parametrize("length", [9, 10, 31, 200, 301])
+def test_stationarity_statistic_matches_numpy_on_a_padded_buffer(length):
+    rng = np.random.default_rng(length)
+    x = 1e4 + np.cumsum(rng.standard_normal(length)) * 0.3 + rng.standard_normal(length)
+    buffer = np.concatenate([x, rng.standard_normal(400 - length) * 1e6])  # junk past `length`
+    got = float(stationarity_statistic(jnp.asarray(buffer, jnp.float32), length))
+    np.testing.assert_allclose(got, stationarity_numpy(x), rtol=2e-3)
+
+
+def test_stationarity_statistic_separates_a_trend_from_noise():
+    rng = np.random.default_rng(0)
+    noise = rng.standard_normal(300)
+    trend = noise + np.linspace(0, 60, 300)
+    assert float(stationarity_statistic(jnp.asarray(noise), 300)) < 0.5
+    assert float(stationarity_statistic(jnp.asarray(trend), 300)) > 5.0
+    assert np.isinf(float(stationarity_statistic(jnp.asarray(noise), 6)))  # n = 2: no residual d.o.f.
+
+
+def test_slice_kernel_samples_a_weighted_gaussian_posterior():
+    D, N, M = 2, 400, 12
+    y = cj.data.synthetic_gaussian(jax.random.key(0), N, dim=D, mean=jnp.asarray([1.0, -2.0]))
+    rng = np.random.default_rng(0)
+    idx = jnp.asarray(rng.choice(N, M, replace=False), jnp.int32)
+    w = jnp.asarray(rng.uniform(5.0, 60.0, M), jnp.float32)
+    cs = cj.Coreset(idx, w, {}, "test")
+    model = cj.models.gaussian_mean(D)
+    post = cj.sample(model, y, jax.random.key(1), weights=cs, method="slice", num_samples=3000,
+                     num_warmup=300, num_chains=2, warn=False)
+    mean, cov = cj.models.gaussian_mean_posterior(y, cs.dense(N))
+    draws = np.asarray(post.samples, np.float64).reshape(-1, D)
+    sd = np.sqrt(np.diag(np.asarray(cov)))
+    # Slice draws are nearly independent (3 passes a step); 6000 draws give s.e. sd / ~60 on the mean.
+    np.testing.assert_array_less(np.abs(draws.mean(0) - np.asarray(mean)) / sd, 0.1)
+    np.testing.assert_allclose(draws.std(0), sd, rtol=0.06)
+
+
+def test_gibbs_indicator_conditional_matches_the_closed_form():
+    hyper = ss.SpikeAndSlab(4)
+    beta = jnp.asarray([0.0, 0.15, 0.3, 1.5], jnp.float32)
+    draws = jax.vmap(lambda k: ss.draw_indicators(k, beta, hyper))(jax.random.split(jax.random.key(0), 40000))
+    b = np.asarray(beta, np.float64)
+    slab = 0.1 * np.exp(-0.5 * b ** 2) / 1.0
+    spike = 0.9 * np.exp(-0.5 * (b / 0.1) ** 2) / 0.1
+    p = slab / (slab + spike)
+    se = np.sqrt(p * (1 - p) / 40000) + 1e-4
+    np.testing.assert_array_less(np.abs(np.asarray(draws).mean(0) - p), 5 * se)
+
+
+def test_gibbs_coefficient_and_variance_conditionals_match_the_closed_form():
+    hyper = ss.SpikeAndSlab(3)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 3))
+    y = X @ np.array([1.0, 0.0, -0.5]) + 0.5 * rng.standard_normal(40)
+    w = rng.uniform(0.5, 3.0, 40)
+    gamma, s2 = np.array([1.0, 0.0, 1.0]), 0.3
+    v = np.where(gamma > 0, 1.0, 0.01)
+    precision = X.T @ (w[:, None] * X) / s2 + np.diag(1 / v)
+    cov = np.linalg.inv(precision)
+    mean = cov @ (X.T @ (w * y)) / s2
+    f32 = lambda a: jnp.asarray(a, jnp.float32)  # noqa: E731
+    keys = jax.random.split(jax.random.key(1), 20000)
+    betas = np.asarray(jax.vmap(lambda k: ss.draw_coefficients(k, f32(gamma), f32(s2), f32(X), f32(y), f32(w),
+                                                                hyper))(keys), np.float64)
+    np.testing.assert_array_less(np.abs(betas.mean(0) - mean), 5 * np.sqrt(np.diag(cov) / 20000))
+    np.testing.assert_allclose(np.cov(betas, rowvar=False), cov, rtol=0.05, atol=0.05 * np.max(np.diag(cov)))
+
+    beta = np.array([0.9, 0.1, -0.4])
+    shape = 0.05 + w.sum() / 2
+    rate = 0.05 + 0.5 * np.sum(w * (y - X @ beta) ** 2)
+    log_s2 = np.asarray(jax.vmap(lambda k: ss.draw_log_variance(k, f32(beta), f32(X), f32(y), f32(w), hyper))(keys),
+                        np.float64)
+    precisions = np.exp(-log_s2)  # 1 / s2 ~ Gamma(shape, rate): mean shape / rate, var shape / rate^2
+    np.testing.assert_allclose(precisions.mean(), shape / rate, rtol=5 * np.sqrt(1 / shape / 20000))
+    np.testing.assert_allclose(precisions.var(), shape / rate ** 2, rtol=0.05)
