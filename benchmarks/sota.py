@@ -63,12 +63,12 @@ def timed(fn):
 
 
 def method_options(method: str, n: int, quick: bool, samples: int) -> dict:
+    """The package defaults (issue 21: what a new user gets), with caps for --quick and draws to match
+    --samples."""
     if method == "coreset_mcmc":
-        k = 4
-        return dict(num_chains=k, num_iters=500 if quick else 2000, num_warmup=200,
-                    num_draws=max(samples // 2, 1), subsample=min(n, 500))
+        return dict(num_iters=500, num_draws=max(samples // 2, 1)) if quick else dict(num_draws=max(samples // 2, 1))
     if method == "quasi_newton":
-        return dict(num_steps=10 if quick else 20, subsample=min(n, 1000))
+        return dict(num_iters=5) if quick else {}
     if method == "sparse_vi":
         return dict(num_samples=20, weight_iters=20, sampler="mala", num_warmup=50, step_scale=0.1)
     return {}

@@ -195,8 +195,9 @@ def test_sampling_below_the_work_threshold_traces_no_callback(shown, monkeypatch
 def test_coreset_mcmc_reports_its_iterations(shown):
     log, bars = shown
     ds = cj.data.synthetic_logistic(jax.random.key(0), 100)
-    cj.coreset(cj.models.logistic_regression(), ds.train, 5, "coreset_mcmc", key=jax.random.key(1),
-               num_iters=20, num_warmup=10, num_draws=4, subsample=10)
+    with pytest.warns(RuntimeWarning, match="had not settled after 20 iterations"):  # the cap is hit: it says so
+        cj.coreset(cj.models.logistic_regression(), ds.train, 5, "coreset_mcmc", key=jax.random.key(1),
+                   num_iters=20, num_warmup=10, num_draws=4, subsample=10, support="uniform")
     assert [n for d, n, t in log if d == "coreset MCMC (iterations)"] == list(range(1, 21))
     assert [n for d, n, t in log if d == "coreset MCMC (draws)"] == [1, 2, 3, 4]
     assert all(bar.closed for bar in bars)

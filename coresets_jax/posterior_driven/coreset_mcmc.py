@@ -16,9 +16,17 @@ rule and the safeguards below (ours).
    against the current pi_w; estimate the full-data log-likelihood T(theta_k) at each chain state from
    `subsample` rows (with the control variate of `common.full_data_estimator`, ours); estimate the KL
    gradient g_m = -Cov_k(L_m(theta_k), T(theta_k) - w.L(theta_k)) over the K chains (Eq. C3,
-   `kl_gradient_from_target`); take a Hot DoG step (default; or Adam) and clip at 0. Kernels whose
-   warm-up adapts a step size keep adapting it towards their target acceptance (Robbins-Monro with a
-   constant gain), so their tuning stays valid while w moves.
+   `kl_gradient_from_target`); take a step and clip at 0. Kernels whose warm-up adapts a step size keep
+   adapting it towards their target acceptance (Robbins-Monro with a constant gain), so their tuning stays
+   valid while w moves. The step (`optimizer`):
+   - "newton" (default, ours): the gradient averaged over a window of the last `history` chain states
+     (`window_gradient`), preconditioned by the inverse Fisher matrix of the coreset log-likelihoods on
+     that window (ridge `tau`, refreshed every `refresh` steps; `natural_direction`), times
+     `step_fraction`, and shortened so that its predicted KL change (1/2)|Phi delta|^2 is at most `trust`
+     nats. One noisy single-state gradient, rescaled coordinate-wise, is what made Hot DoG's distance term
+     blow up on real data (benchmarks/README.md).
+   - "hot_dog": the paper's update exactly (hot-dog.md §2.2, `optimizers.hot_dog`, r = 0.001).
+   - "adam" (with `learning_rate`, the original Coreset MCMC) and "dog_cumulative" (our earlier update).
 5. **Stopping rule** (ours). The iterates are kept as block averages (at most 60 blocks, whose length
    doubles when they fill up). At each block end with at least 6 blocks, let w_A and w_B be the averages
    of the second-to-last and the last third of the run. Their posteriors differ by
@@ -27,10 +35,13 @@ rule and the safeguards below (ours).
 
    estimated on the chain states of recent iterations. Training stops when this drift is below
    max(`tol`, `rel_tol` KL) nats for two checks in a row (after `min_iters`), KL being the estimate of
-   KL(pi_{w_B} || pi) on the recorded window, or after `num_iters`; `info["converged"]` says which. The
+   KL(pi_{w_B} || pi) on the recorded window, while (newton) the trust region shortens under half of the
+   recent steps (a run still shortened is travelling); or after `num_iters`; `info["converged"]` says which. The
    returned weights are w_B (Polyak-Ruppert averaging over the last third).
 6. **Draws.** The chains then take `num_draws` steps with the returned weights fixed: `info["samples"]`,
    shape (K, num_draws, D), are MCMC draws of the returned coreset's posterior.
+7. **Never worse than the start** (ours): if the importance-sampling KL estimate (`common.kl_estimate`)
+   at the returned weights exceeds the start's, the start is returned and re-sampled (`info["fell_back"]`).
 
 Cost per iteration: K steps of the kernel on M rows, K (M + S) likelihood evaluations for the gradient,
 O(K M) optimiser work; no O(N) term after the control variate's one gradient pass.
@@ -290,8 +301,9 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
       num_draws: steps with the final weights fixed, returned as `info["samples"]` (K, num_draws, D).
       subsample: S, data rows per full-data estimate; 0: min(N, max(2 M, 2048)) (`common.default_subsample`;
         S >= N uses every row).
-      optimizer: "hot_dog" (default, learning-rate-free), "adam" (with `learning_rate`, the original
-        Coreset MCMC) or "dog_cumulative" (our earlier coordinate-wise DoG).
+      optimizer: "newton" (default, ours; step 4), "hot_dog" (the paper's), "adam" (with `learning_rate`,
+        the original Coreset MCMC) or "dog_cumulative" (our earlier coordinate-wise DoG).
+      step_fraction, trust, tau, history, refresh: the "newton" step's (step 4).
       learning_rate: Adam's.
       r: Hot DoG's initial step (0.001 in the paper).
       control_variate: the first-order control variate for the full-data estimate (`common`).
@@ -456,7 +468,8 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
                 "hot_start_converged": hot_done | (not hot_start), "converged": state.done,
                 "drift_kl": state.drift, "kl_estimate": final_kl,
                 "effective_dimension": effective_dimension(state.precond) if newton else jnp.nan,
-                "trained_kl_estimate": trained_kl, "trust_capped": state.capped, "start_kl_estimate": start_kl, "fell_back": fell_back}
+                "trained_kl_estimate": trained_kl, "trust_capped": state.capped, "start_kl_estimate": start_kl,
+                "fell_back": fell_back}
         return indices, weights, info
 
     return solve
