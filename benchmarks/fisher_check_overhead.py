@@ -61,7 +61,7 @@ def main():
     ds = cj.data.synthetic_logistic(jax.random.key(1), args.n)
     thetas = 0.3 * jax.random.normal(jax.random.key(2), (args.j, 3)) + jnp.array([3.0, 3.0, 0.0])
     coords = jax.random.randint(jax.random.key(3), (args.j,), 0, 3)
-    chunk = projection._default_chunk(args.j, 3)
+    chunk = projection.default_chunk(args.j, 3)
     closed = cj.models.logistic_regression()
     autodiff = closed._replace(grad_log_likelihood=None)
     rows = {}

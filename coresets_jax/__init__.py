@@ -25,10 +25,12 @@ from .streaming import stream_coreset
 from .numpyro_bridge import from_numpyro
 from .io import load, save
 from .arviz_export import to_arviz
+from .certification import Certificate, certify
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Certificate",
     "Construction",
     "Coreset",
     "GaussianApproximation",
@@ -41,6 +43,7 @@ __all__ = [
     "Start",
     "build",
     "build_fn",
+    "certify",
     "from_numpyro",
     "load",
     "save",

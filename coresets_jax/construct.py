@@ -438,7 +438,7 @@ def _warn_unfinished(info: dict, name: str) -> None:
 def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
             key: Optional[jax.Array] = None, *, norm: str = "fisher", num_features: int = 500,
             pi_hat: Any = None, dtype=None, init: Any = None, return_vectors: bool = False,
-            support: Any = None, **options):
+            support: Any = None, certify: bool = False, **options):
     """The whole pipeline of HC Algorithm 3: pi_hat, random projection, then the sparse solver.
 
     Args:
@@ -462,8 +462,20 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
         weights are then optimised against the coreset posterior; `info["support"]` names it. None (default):
         the method's `default_support` ("omp" for coreset_mcmc and quasi_newton, chosen in
         benchmarks/models.py; "uniform" for sparse_vi).
+      certify: certify the result against the full data (`cj.certify`) and attach it as `cs.certificate`.
+        Posterior-driven methods certify their own draws (`info["samples"]`); for the others the draws are
+        `cj.sample(model, data, key, weights=cs)` with NUTS, 2 chains of 500 + 500 steps on the coreset's rows.
+        Warns when k-hat > 0.7.
       **options: the method's options (and `refit`, `compress`, `compress_tol` for vector methods).
     """
+    if certify not in (True, False):
+        raise ValueError(f"certify: expected True or False, got {certify!r}")
+    if certify:
+        result = coreset(model, data, size, method, key, norm=norm, num_features=num_features, pi_hat=pi_hat,
+                         dtype=dtype, init=init, return_vectors=return_vectors, support=support, **options)
+        cs, V = result if return_vectors else (result, None)
+        cs = _certified(model, data, cs, key)
+        return (cs, V) if return_vectors else cs
     key = jax.random.key(0) if key is None else _validate.check_key(key)
     construction = resolve(method)
     _validate.check_choice(norm, ("fisher", "l2", "centered"), "norm")
@@ -501,3 +513,20 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
     cs = Coreset(cs.indices, cs.weights, cs.info, cs.method,
                  dict(cs.settings, norm=norm, num_features=num_features, key=_key_data(key)))
     return (cs, V) if return_vectors else cs
+
+
+CERTIFY_SAMPLING = dict(method="nuts", num_samples=500, num_warmup=500, num_chains=2)
+
+
+def _certified(model: Model, data: Any, cs: Coreset, key: Optional[jax.Array]) -> Coreset:
+    """`cs` with its `cj.certify` certificate: its own draws when it has them, else NUTS on the coreset."""
+    from .certification import certify, warn_if_unreliable
+    from .inference import sample
+
+    draws = cs.info.get("samples") if isinstance(cs.info, dict) else None
+    if draws is None:
+        key = jax.random.fold_in(jax.random.key(0) if key is None else _validate.check_key(key), 1)
+        draws = sample(model, data, key, weights=cs, warn=False, **CERTIFY_SAMPLING).samples
+    cert = certify(model, data, cs, draws)
+    warn_if_unreliable(cert, cs.method, stacklevel=3)
+    return cs.with_certificate(cert)

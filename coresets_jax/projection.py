@@ -95,7 +95,7 @@ def _cast_floats(tree: Any, dtype) -> Any:
         else jnp.asarray(x), tree)
 
 
-def _default_chunk(num_features: int, dim: int) -> int:
+def default_chunk(num_features: int, dim: int) -> int:
     # Keep one chunk's (chunk, J, D) gradient intermediates near 64 MiB of float32.
     return int(max(64, min(16384, (16 << 20) // max(1, num_features * max(dim, 1)))))
 
@@ -136,7 +136,7 @@ def project(model: Model, data: Any, thetas: Array, norm: str = "fisher", key: O
     else:
         coords = jnp.zeros((num_features,), jnp.int32)
     if chunk_size is None:
-        chunk_size = _default_chunk(num_features, dim)
+        chunk_size = default_chunk(num_features, dim)
     elif chunk_size < 1:
         raise ValueError(f"chunk_size: must be at least 1, got {chunk_size}")
     chunk_size = int(min(chunk_size, n))
@@ -183,7 +183,7 @@ def project_fn(model: Model, norm: str = "fisher", *, dtype=None, chunk_size: Op
         coords = (jax.random.randint(key, (num_features,), 0, dim) if norm == "fisher"
                   else jnp.zeros((num_features,), jnp.int32))
         n = jax.tree_util.tree_leaves(data)[0].shape[0]
-        chunk = int(min(chunk_size or _default_chunk(num_features, dim), n))
+        chunk = int(min(chunk_size or default_chunk(num_features, dim), n))
         compute = jnp.promote_types(dtype, jnp.float32)
         return _project(model, _cast_floats(data, compute), thetas.astype(compute), coords, norm, chunk, dtype)
 

@@ -30,6 +30,8 @@ class Coreset:
       method: the construction's name (static).
       settings: how it was built (size, options, norm, J, key, time), set by the public entry points on
         the host for saving and reports; not part of the pytree, so it does not survive `jit`/`vmap`.
+      certificate: a `cj.Certificate` of its posterior against the full data (`cj.certify`, or
+        `cj.coreset(..., certify=True)`), or None; host-side like `settings`.
     """
 
     indices: Array
@@ -37,6 +39,7 @@ class Coreset:
     info: dict = dataclasses.field(default_factory=dict)
     method: str = ""
     settings: dict = dataclasses.field(default_factory=dict, compare=False)
+    certificate: object = dataclasses.field(default=None, compare=False)
 
     def tree_flatten(self):
         return (self.indices, self.weights, self.info), self.method
@@ -75,7 +78,11 @@ class Coreset:
             raise ValueError("compact: a batched coreset has no single support; index one element first")
         keep = np.asarray(self.weights) > 0
         return Coreset(jnp.asarray(self.indices)[keep], jnp.asarray(self.weights)[keep], self.info,
-                       self.method, self.settings)
+                       self.method, self.settings, self.certificate)
+
+    def with_certificate(self, certificate) -> "Coreset":
+        """The same coreset carrying `certificate` (from `cj.certify`)."""
+        return dataclasses.replace(self, certificate=certificate)
 
     def __getitem__(self, item) -> "Coreset":
         """Index the batch axes: `batch[3]` is the fourth trial's coreset."""
@@ -96,4 +103,6 @@ class Coreset:
             error = self.info.get("relative_error") if isinstance(self.info, dict) else None
             if error is not None and np.ndim(error) == 0:
                 parts.append(f"relative_error={float(error):.3g}")
+        if self.certificate is not None:
+            parts.append(f"certificate={self.certificate.brief()}")
         return f"Coreset({', '.join(parts)})"

@@ -44,6 +44,8 @@ class Posterior:
       method, num_warmup, thin: the settings used.
       stats: the full `SamplerStats`.
       model: the `cj.Model` sampled (ArviZ export uses its `constrain` for named, constrained values).
+      certificate: with `cj.sample(..., certify=True)`, the `cj.Certificate` of these draws against the full
+        data (`cj.certify`); else None.
     """
 
     samples: Array
@@ -60,6 +62,7 @@ class Posterior:
     thin: int
     stats: SamplerStats
     model: Optional[Model] = None
+    certificate: Optional[object] = None
 
     @property
     def num_chains(self) -> int:
@@ -116,7 +119,8 @@ class Posterior:
         return (f"Posterior(method={self.method!r}, samples={tuple(self.samples.shape)}, "
                 f"acceptance={[round(float(a), 2) for a in np.asarray(self.acceptance_rate)]}, "
                 f"divergent={np.asarray(self.num_divergent).tolist()}, max_rhat={rhat:.3f}, "
-                f"min_ess={float(jnp.min(self.ess)):.0f}, wall_time={self.wall_time:.2f}s)")
+                f"min_ess={float(jnp.min(self.ess)):.0f}, wall_time={self.wall_time:.2f}s"
+                + (f", certificate={self.certificate.brief()}" if self.certificate is not None else "") + ")")
 
 
 def check_diagnostics(post: "Posterior") -> list[str]:

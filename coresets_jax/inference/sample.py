@@ -8,6 +8,7 @@ counts, settings); a new coreset of the same capacity reuses it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 import warnings
@@ -110,7 +111,7 @@ def _initial_points(model, rows, w, key, num_chains, init):
 
 def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str = "nuts",
            num_samples: int = 1000, num_warmup: int = 1000, num_chains: int = 2, thin: int = 1,
-           init: Optional[Array] = None, warn: bool = True, **settings) -> Posterior:
+           init: Optional[Array] = None, warn: bool = True, certify: bool = False, **settings) -> Posterior:
     """Draw MCMC samples from the (coreset) posterior pi_w (HC §2) with BlackJAX-style kernels.
 
     Args:
@@ -133,12 +134,18 @@ def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str
         a target acceptance outside (0, 1) and the like raise ValueError.
       warn: warn (RuntimeWarning) when R-hat > 1.01, divergences exceed 1% of transitions, or the bulk
         ESS falls below 100 per chain, as NumPyro's and ArviZ's summaries flag them.
+      certify: with a coreset as `weights`, certify the draws against the full `data` (`cj.certify`: one
+        pass over the data) and attach the result as `post.certificate`; it warns when k-hat > 0.7.
 
     Returns:
       A `Posterior` with `.samples` of shape (num_chains, num_samples, D) and diagnostics.
     """
     if not isinstance(model, Model):
         raise ValueError(f"model: expected a cj.Model, got {type(model).__name__}")
+    if certify not in (True, False):
+        raise ValueError(f"certify: expected True or False, got {certify!r}")
+    if certify and weights is None:
+        raise ValueError("certify: needs a coreset as weights; full-data draws need no certificate")
     n = _checks.check_model_data(model, data)
     key = _validate.check_key(key)
     _validate.check_choice(method, tuple(_kernels.KERNELS), "method")
@@ -183,4 +190,9 @@ def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str
         for problem in check_diagnostics(post):
             warnings.warn(f"sample: {problem}; run longer, reparameterise, or check the model",
                           RuntimeWarning, stacklevel=2)
+    if certify:
+        from ..certification import certify as _certify, warn_if_unreliable
+
+        post = dataclasses.replace(post, certificate=_certify(model, data, weights, samples))
+        warn_if_unreliable(post.certificate, "sample", stacklevel=3)
     return post
