@@ -58,6 +58,12 @@ def _int(value, where):
     return value
 
 
+def _bool(value, where):
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    return value
+
+
 def _positive_float(value, where):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise ConfigError(f"{where}: expected a positive number, got {value!r}")
@@ -132,7 +138,8 @@ SCHEMA: dict = {
     "sizes": (_list_of(_positive_int, "positive integers"), [10, 100, 1000], "coreset sizes M"),
     "repeats": (_non_negative_int, 3, "timed calls after the first"),
     "seed": (_int, 0, "seed of the whole job"),
-    "sample": (SAMPLE_SCHEMA, None, "MCMC settings for --sample"),
+    "certify": (_bool, True, "certify each coreset (cj.certify) from one MCMC chain on it"),
+    "sample": (SAMPLE_SCHEMA, None, "MCMC settings of the certificate's chains and of --sample"),
 }
 
 
@@ -369,17 +376,52 @@ def run_job(config: dict, sample: bool = False, out: Optional[str] = None) -> di
         "results": rows,
         "environment": _environment(),
     }
-    if sample:
-        report["sampling"] = _posterior_quality(config, model, data, coresets, rows, key_mcmc)
+    if sample or config["certify"]:
+        key_chains, key_full = jax.random.split(key_mcmc)
+        draws = _coreset_draws(config, model, data, coresets, key_chains)
+        if config["certify"]:
+            _certify_rows(model, data, coresets, draws, rows)
+        if sample:
+            report["sampling"] = _posterior_quality(config, model, data, draws, rows, key_full)
     if out is not None:
         report["files"] = _write_outputs(out, report, model, data, dataset, coresets, approx, config)
     return report
 
 
-def _posterior_quality(config, model, data, coresets, rows, key) -> dict:
-    """NUTS on the full data (two chains) and on each coreset (one chain); W1 against the full data's
-    second chain, divided by the noise floor W1(full chain 1, full chain 2) at the same number of draws."""
+def _coreset_draws(config, model, data, coresets, key) -> dict:
+    """One MCMC chain on each coreset (the `sample` settings): {(method, M): Posterior}."""
     import jax
+
+    from .inference import sample
+
+    settings = config["sample"]
+    out = {}
+    for (label, cs), k in zip(coresets.items(), jax.random.split(key, len(coresets))):
+        method, m = label
+        _log(f"[sample] {settings['method']} on the {method} coreset of size M = {m}")
+        out[label] = sample(model, data, k, weights=cs, num_chains=1, method=settings["method"],
+                            num_samples=settings["num_samples"], num_warmup=settings["num_warmup"], warn=False)
+    return out
+
+
+def _certify_rows(model, data, coresets, draws, rows) -> None:
+    """k-hat and the KL estimate of each coreset (cj.certify) into its row; warns where k-hat > 0.7."""
+    from .certification import certify
+
+    for label, cs in coresets.items():
+        cert = certify(model, data, cs, draws[label].samples)
+        row = next(r for r in rows if (r["method"], r["size"]) == label)
+        row.update(khat=cert.khat, kl_estimate=cert.kl, kl_se=cert.kl_se, verdict=cert.verdict,
+                   certify_time_s=cert.time_s)
+        if cert.verdict == "unreliable":  # printed even with --quiet: it is a result, not progress
+            print(f"coresets-jax: warning: {label[0]} at M = {label[1]}: certificate unreliable (khat "
+                  f"{cert.khat:.2f} > 0.7, KL estimate {cert.kl:.3g}): its posterior misses mass of the full-data "
+                  "posterior; use a larger M or another method", file=sys.stderr)
+
+
+def _posterior_quality(config, model, data, draws, rows, key) -> dict:
+    """NUTS on the full data (two chains); W1 of each coreset's chain against the full data's second chain,
+    divided by the noise floor W1(full chain 1, full chain 2) at the same number of draws."""
     import numpy as np
 
     from . import metrics
@@ -389,25 +431,17 @@ def _posterior_quality(config, model, data, coresets, rows, key) -> dict:
     common = dict(method=settings["method"], num_samples=settings["num_samples"],
                   num_warmup=settings["num_warmup"])
     _log(f"[sample] {settings['method']} on the full data (2 chains of {settings['num_samples']} draws)")
-    keys = jax.random.split(key, len(coresets) + 1)
-    full = sample(model, data, keys[0], weights=None, num_chains=2, **common)
+    full = sample(model, data, key, weights=None, num_chains=2, **common)
     chains = np.asarray(full.samples)
     floor = metrics.wasserstein1(chains[0], chains[1])
     out = {"settings": settings, "noise_floor_w1": floor, "full_time_s": full.wall_time,
-           "full_mean": chains.reshape(-1, chains.shape[-1]).mean(0).tolist(), "draws": {}}
-    out["draws"]["full"] = chains
-    for (label, cs), k in zip(coresets.items(), keys[1:]):
-        method, m = label
-        _log(f"[sample] {settings['method']} on the {method} coreset of size M = {m}")
-        post = sample(model, data, k, weights=cs, num_chains=1, **common)
-        draws = np.asarray(post.samples[0])
-        w1 = metrics.wasserstein1(draws, chains[1])
-        out["draws"][f"{method}, M={m}"] = draws
-        for row in rows:
-            if row["method"] == method and row["size"] == m:
-                row["w1"] = w1
-                row["w1_over_floor"] = w1 / floor
-                row["sample_time_s"] = post.wall_time
+           "full_mean": chains.reshape(-1, chains.shape[-1]).mean(0).tolist(), "draws": {"full": chains}}
+    for (method, m), post in draws.items():
+        chain = np.asarray(post.samples[0])
+        w1 = metrics.wasserstein1(chain, chains[1])
+        out["draws"][f"{method}, M={m}"] = chain
+        row = next(r for r in rows if (r["method"], r["size"]) == (method, m))
+        row.update(w1=w1, w1_over_floor=w1 / floor, sample_time_s=post.wall_time)
     return out
 
 
@@ -501,16 +535,24 @@ ERROR_NOTE = ("error = ||sum_n v_n - V^T w|| / ||sum_n v_n||, the relative error
               "coreset.\n  With fisher/centered features the per-datum vectors nearly cancel near the mode, "
               "so sum v is short and errors above 1 are normal for small M; compare methods at equal M.")
 
+CERTIFY_NOTE = ("khat, KL est. = cj.certify from one {method} chain of {num_samples} draws on each coreset and one "
+                "pass over the data: PSIS k-hat (< 0.5 good, 0.5-0.7 usable, > 0.7 unreliable, marked !) and the "
+                "estimate of KL(coreset posterior || full posterior) in nats; no full-data MCMC needed.")
+
 
 def format_table(report: dict) -> str:
     sampled = any("w1_over_floor" in r for r in report["results"])
+    certified = any("khat" in r for r in report["results"])
     head = (f"{'method':<14}{'M':>7}{'points':>8}{'time (s)':>11}{'1st call (s)':>14}{'error':>10}"
-            + (f"{'W1/floor':>10}" if sampled else ""))
+            + (f"{'khat':>7}{'KL est.':>10}" if certified else "") + (f"{'W1/floor':>10}" if sampled else ""))
     lines = [head]
     for r in report["results"]:
         median = "-" if r.get("time_is_first_call") else f"{r['time_s']:.4f}"
         line = (f"{r['method']:<14}{r['size']:>7}{r['num_points']:>8}{median:>11}"
                 f"{r['first_call_s']:>14.3f}{r['relative_error']:>10.3g}")
+        if certified:
+            line += f"{r.get('khat', float('nan')):>7.2f}{r.get('kl_estimate', float('nan')):>10.3g}"
+            line += "!" if r.get("verdict") == "unreliable" else " "
         if sampled:
             line += f"{r.get('w1_over_floor', float('nan')):>10.2f}"
         lines.append(line)
@@ -520,6 +562,8 @@ def format_table(report: dict) -> str:
     lines.append("time = median of repeated calls after compilation; 1st call = the first call, compilation "
                  "included (on a busy machine it can come out below the median)")
     lines.append(ERROR_NOTE)
+    if certified:
+        lines.append(CERTIFY_NOTE.format(**report["config"]["sample"]))
     if sampled:
         floor = report["sampling"]["noise_floor_w1"]
         lines.append(f"W1/floor = W1(coreset posterior, full posterior) / W1 between two full-data chains "

@@ -28,8 +28,11 @@ def test_run_writes_table_json_coresets_and_plots(tmp_path, capsys):
     assert [(r["method"], r["size"]) for r in rows] == [
         (m, s) for s in (5, 20) for m in ("frank_wolfe", "giga", "uniform")]
     data = cj.data.synthetic_logistic(jax.random.key(1), 600).train
+    assert "khat" in captured.out.splitlines()[0]  # certified by default
     for r in rows:
         assert 1 <= r["num_points"] <= r["size"] and r["relative_error"] >= 0 and r["time_s"] > 0
+        assert r["kl_estimate"] >= 0 and np.isfinite(r["khat"])
+        assert r["verdict"] == ("unreliable" if r["khat"] >= 0.7 else "usable" if r["khat"] >= 0.5 else "good")
         assert len(r["indices"]) == len(r["weights"]) == r["size"]
         # The saved coreset matches the JSON and loads only with the same data.
         cs = cj.load(out / "coresets" / f"{r['method']}_M{r['size']}.npz", data=data)
@@ -54,6 +57,10 @@ def test_npz_data_and_legacy_method_keys(tmp_path, capsys):
     assert cli.main(["run", str(tmp_path / "p.yaml"), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "importance" in out and "uniform" in out  # method + the default baseline
+    (tmp_path / "q.yaml").write_text("model: poisson_regression\ndata: {path: d.npz}\nnum_features: 30\n"
+                                     "sizes: [10]\nmethod: importance\nrepeats: 0\ncertify: false\n")
+    assert cli.main(["run", str(tmp_path / "q.yaml"), "--quiet"]) == 0
+    assert "khat" not in capsys.readouterr().out
 
 
 BAD_CONFIGS = {
@@ -150,7 +157,13 @@ def test_sample_adds_posterior_quality(tmp_path, capsys):
     assert cli.main(["run", str(cfg), "--sample", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "W1/floor" in out
-    rows = [line.split() for line in out.splitlines() if line.startswith(("giga", "uniform"))]
+    rows = [line.replace("!", " ! ").split() for line in out.splitlines() if line.startswith(("giga", "uniform"))]
     ratios = {r[0]: float(r[-1]) for r in rows}
+    # The certificate's columns come from the same chains: KL estimates order the two coresets as W1 does,
+    # and "!" marks exactly the rows with k-hat above 0.7.
+    khat = {r[0]: float(r[6]) for r in rows}
+    kl = {r[0]: float(r[7]) for r in rows}
+    assert kl["giga"] < kl["uniform"] and ratios["giga"] < ratios["uniform"]
+    assert all((r[8] == "!") == (khat[r[0]] > 0.7) for r in rows)
     # Both are finite and positive; a 100-point GIGA coreset of 500 rows is closer than noise x 5.
     assert 0 < ratios["giga"] < 5 and ratios["uniform"] > 0
