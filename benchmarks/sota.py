@@ -8,7 +8,9 @@ driven loop; compilation included), sample its posterior with NUTS (Coreset MCMC
   - W1 to the first full-data run, divided by the noise floor;
   - the coreset posterior's mode (Laplace of pi_w) against the full-data mode, in full-data posterior sd
     (max over coordinates);
-  - wall time of construction and of sampling.
+  - wall time of construction and of sampling;
+  - the one-pass certificate (`cj.certify`, issue 22) from the same draws: PSIS k-hat and the estimate of
+    KL(pi_w || pi), which need no full-data MCMC, beside the metrics above that do.
 
 Writes benchmarks/results/sota{tag}.json and .png (KL and normalised W1 against M and against total time).
 
@@ -176,8 +178,18 @@ def run_problem(name, args, log, save):
             except Exception as err:  # record, keep going: one failing method must not hide the others
                 row = dict(problem=name, method=method, size=size, error=f"{type(err).__name__}: {err}")
             else:
+                try:  # issue 22: the one-pass certificate beside the metrics that need full-data NUTS
+                    cert = cj.certify(model, data, cs, np.asarray(draws))
+                    row.update(khat=cert.khat, kl_estimate=cert.kl, kl_estimate_se=cert.kl_se,
+                               verdict=cert.verdict, certify_s=cert.time_s)
+                except ValueError as err:
+                    row.setdefault("errors", {})["certificate"] = f"ValueError: {err}"
                 draws = np.asarray(draws, np.float64).reshape(-1, draws.shape[-1])
-                row.update(coreset_metrics(model, data, cs.dense(n), draws, reference))
+                metrics = coreset_metrics(model, data, cs.dense(n), draws, reference)
+                row.setdefault("errors", {}).update(metrics.pop("errors", {}))
+                row.update(metrics)
+                if not row["errors"]:
+                    row.pop("errors")
             rows.append(row)
             save(summary)  # partial results survive an interrupted run
             log("   " + json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()
