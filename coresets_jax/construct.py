@@ -337,16 +337,20 @@ def compiled_coreset_fn(model: Model, construction: Construction, size: int, opt
 
 
 def start_from(approx: Any, key: jax.Array, num: int = 256) -> Start:
-    """pi_hat's Gaussian summary: its mean and cov, or the moments of `num` of its samples."""
+    """pi_hat's Gaussian summary: its mean and cov; for supplied samples, their moments; otherwise the moments
+    of `num` of its draws. A 1e-6 ridge keeps a sample covariance positive definite."""
     if hasattr(approx, "mean") and hasattr(approx, "cov") and not callable(approx.cov):
         return Start(jnp.asarray(approx.mean), jnp.asarray(approx.cov))
-    thetas = approx.sample(key, num)
+    thetas = approx.thetas if isinstance(approx, _pihat.Samples) else approx.sample(key, num)
     d = thetas.shape[1]
-    cov = jnp.cov(thetas, rowvar=False).reshape(d, d) + 1e-6 * jnp.eye(d, dtype=thetas.dtype)
-    return Start(jnp.mean(thetas, axis=0), cov)
+    cov = jnp.cov(thetas, rowvar=False).reshape(d, d) if thetas.shape[0] > 1 else jnp.eye(d, dtype=thetas.dtype)
+    return Start(jnp.mean(thetas, axis=0), cov + 1e-6 * jnp.eye(d, dtype=thetas.dtype))
 
 
-def _resolve_pi_hat(pi_hat: Any, model: Model, data: Any, key: jax.Array, init: Any):
+def resolve_pi_hat(pi_hat: Any, model: Model, data: Any, key: jax.Array, init: Any = None):
+    """pi_hat as an object with `.sample(key, num)`: None or "laplace" (a Laplace fit on `data`), "prior", an
+    (S, D) array of samples, or such an object itself. The one place a pi_hat argument is read (`coreset`,
+    `merged_coreset`, `stream_coreset`)."""
     if pi_hat is None or (isinstance(pi_hat, str) and pi_hat == "laplace"):
         return _pihat.laplace(model, data, key=key, init=init)
     if isinstance(pi_hat, str):
@@ -447,7 +451,8 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
       method: a name in `cj.METHODS` (projected-vector solvers) or `cj.POSTERIOR_METHODS` ("sparse_vi",
         ...; these sample the coreset posterior themselves, and norm/num_features are unused), or a
         `cj.Construction`.
-      key: PRNG key (split for pi_hat, projection and solver).
+      key: PRNG key (split for pi_hat, projection and solver); required by the random methods ("uniform",
+        "importance" and the posterior-driven ones); the others default to `jax.random.key(0)`.
       norm: "fisher" | "l2" | "centered".
       num_features: J, the projection dimension.
       pi_hat: None or "laplace" (default), "prior", an (S, D) array of samples, or any object with
@@ -476,19 +481,23 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
         cs, V = result if return_vectors else (result, None)
         cs = _certified(model, data, cs, key)
         return (cs, V) if return_vectors else cs
-    key = jax.random.key(0) if key is None else _validate.check_key(key)
     construction = resolve(method)
     _validate.check_choice(norm, ("fisher", "l2", "centered"), "norm")
     n = _checks.check_model_data(model, data)
     size = _validate.check_size(size, n)
     if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < 1:
         raise ValueError(f"num_features: must be a positive integer, got {num_features!r}")
-    key_pi, key_theta, key_proj, key_solve = jax.random.split(key, 4)
-    approx = _resolve_pi_hat(pi_hat, model, data, key_pi, init)
     support_method = _resolve_support(support, construction)
     if construction.needs == "posterior":
-        start_time = time.perf_counter()
         opts = construction.check_options(options)
+        construction.make(model, size, **dict(opts))  # every option's value checked before any work
+    # As cj.build: a random method needs a key; a deterministic one defaults to key(0), so that the
+    # projection (and the whole coreset) repeats exactly.
+    key = _key_for(construction, key)
+    key_pi, key_theta, key_proj, key_solve = jax.random.split(key, 4)
+    approx = resolve_pi_hat(pi_hat, model, data, key_pi, init)
+    if construction.needs == "posterior":
+        start_time = time.perf_counter()
         initial, V, slots = None, None, size
         if support_method is not None:
             thetas = approx.sample(key_theta, num_features)

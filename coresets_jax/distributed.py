@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from . import sharding as _sharding
-from .construct import build_fn, coreset_fn, rescaled, start_from
+from .construct import _key_for, build_fn, coreset_fn, rescaled, resolve_pi_hat, start_from
 from .core import Coreset, Model
 from .core import validate as _validate
 from .registry import Construction, resolve
@@ -80,7 +80,7 @@ def _merged_posterior(construction, model, data, size, num_shards, key, approx, 
         raise ValueError(f"num_shards: must be an integer in [1, N = {n}], got {num_shards!r}")
     rows = -(-n // num_shards)
     size = _validate.check_size(size, rows, "size")
-    key = _validate.check_key(key) if key is not None else jax.random.key(0)
+    key = _key_for(construction, key)
     extra = rows * num_shards - n
     pad = lambda a: jnp.concatenate([jnp.asarray(a), jnp.repeat(jnp.asarray(a)[-1:], extra, axis=0)])
     blocks = jax.tree_util.tree_map(lambda a: pad(a).reshape((num_shards, rows) + jnp.shape(a)[1:]), data)
@@ -88,10 +88,7 @@ def _merged_posterior(construction, model, data, size, num_shards, key, approx, 
     dtype = jnp.promote_types(jnp.result_type(leaf), jnp.float32)
     data_weights = (jnp.arange(rows * num_shards) < n).astype(dtype).reshape(num_shards, rows)
     k_pi, k_start, k_solve = jax.random.split(key, 3)
-    if approx is None:
-        from .pihat import laplace
-        approx = laplace(model, data, key=k_pi)
-    start = start_from(approx, k_start)
+    start = start_from(resolve_pi_hat(approx, model, data, k_pi), k_start)
     solve = coreset_fn(model, construction, size, **dict(construction.check_options(options)))
     cs = jax.jit(jax.vmap(solve, in_axes=(0, 0, None, 0)))(jax.random.split(k_solve, num_shards), blocks,
                                                          start, data_weights)
@@ -103,6 +100,18 @@ def _merged_posterior(construction, model, data, size, num_shards, key, approx, 
     return Coreset(indices, weights.reshape(-1), cs.info, f"merged_{construction.name}")
 
 
+def _default_shards(num_shards: Optional[int], x: Any, name: str) -> int:
+    """C as given; when None, the number of devices `x` is sharded over. Never the machine's device count
+    for unsharded input: the same script would then build a different coreset on another machine."""
+    if num_shards is not None:
+        return num_shards
+    mesh = _sharding.leading_mesh(x)
+    if mesh is None:
+        raise ValueError(f"num_shards: required when {name} is not sharded over devices (it sets the coreset, "
+                         "so it is not taken from the machine); e.g. merged_coreset(V, size, num_shards=4)")
+    return int(mesh.devices.size)
+
+
 def merged_coreset(V: Any, size: int, num_shards: Optional[int] = None, method: Any = "frank_wolfe",
                    key: Optional[jax.Array] = None, *, model: Optional[Model] = None, data: Any = None,
                    pi_hat: Any = None, **options) -> Coreset:
@@ -112,12 +121,14 @@ def merged_coreset(V: Any, size: int, num_shards: Optional[int] = None, method: 
       V: projected vectors (N, J), e.g. from `cj.project`; may be sharded along N (`cj.shard`), in which case
         each device solves its own shards locally (C must then be a multiple of the device count).
       size: M, the capacity (and, for greedy methods, iteration budget) of each shard's coreset.
-      num_shards: C. Default: the number of devices holding V (all devices if V is not sharded).
+      num_shards: C. Default: the number of devices V (or the data) is sharded over; required for unsharded
+        input, so that a script builds the same coreset on every machine.
       method: any name in `cj.METHODS` or `cj.POSTERIOR_METHODS`, or a `cj.Construction`.
       key: PRNG key, split across shards; required by the random methods.
       model, data, pi_hat: for posterior-driven methods, which need the model and the data instead of V
         (pass V=None): each shard's rows get their own run of the method's pure core, all in one vmapped
-        call; pi_hat (default: a Laplace fit on all the data) starts the chains.
+        call; pi_hat ("laplace", the default: a Laplace fit on all the data; "prior"; an (S, D) array of
+        samples; or an object with `.sample`, as in `cj.coreset`) starts and preconditions the chains.
       **options: the method's options, as in `cj.build` / `cj.coreset`.
 
     Returns:
@@ -126,22 +137,18 @@ def merged_coreset(V: Any, size: int, num_shards: Optional[int] = None, method: 
     """
     construction = resolve(method)
     if construction.needs == "posterior":
-        shards = jax.device_count() if num_shards is None else num_shards
-        return _merged_posterior(construction, model, data, size, shards, key, pi_hat, options)
+        return _merged_posterior(construction, model, data, size, _default_shards(num_shards, data, "data"), key,
+                                 pi_hat, options)
     V = rescaled(_validate.check_matrix(V, "V"))
     n = V.shape[0]
     mesh = _sharding.leading_mesh(V)
     devices = 1 if mesh is None else int(mesh.devices.size)
-    if num_shards is None:
-        num_shards = devices if mesh is not None else jax.device_count()
+    num_shards = _default_shards(num_shards, V, "V")
     if isinstance(num_shards, bool) or not isinstance(num_shards, int) or not 1 <= num_shards <= n:
         raise ValueError(f"num_shards: must be an integer in [1, N = {n}], got {num_shards!r}")
     rows = -(-n // num_shards)
     size = _validate.check_size(size, rows, "size")
-    if construction.random:
-        key = _validate.check_key(key)
-    else:
-        key = jax.random.key(0) if key is None else _validate.check_key(key)
+    key = _key_for(construction, key)
     refit = options.pop("refit", False)
     opts = construction.check_options(options) + ((("refit", True),) if refit else ())
     if mesh is not None and (num_shards % devices or n != rows * num_shards):

@@ -35,9 +35,9 @@ import numpy as np
 
 from .core import checks as _checks
 from .core import validate as _validate
-from .construct import build, compiled_coreset_fn
+from .construct import build, compiled_coreset_fn, start_from
+from .pihat import samples
 from .io import atomic_write
-from .registry import Start
 from .core.model import Model
 from .projection import project
 from .core import Coreset
@@ -234,11 +234,7 @@ def stream_coreset(model: Model, chunks: Any, size: int, thetas: Array, key: Arr
     thetas = jnp.asarray(thetas)
     if thetas.ndim != 2 or thetas.shape[0] < 1:
         raise ValueError(f"thetas: expected shape (J, D) with J >= 1, got {thetas.shape}")
-    start = None
-    if construction.needs == "posterior":
-        d = thetas.shape[1]
-        cov = (jnp.cov(thetas, rowvar=False).reshape(d, d) if thetas.shape[0] > 1 else jnp.eye(d, dtype=thetas.dtype))
-        start = Start(jnp.mean(thetas, axis=0), cov + 1e-6 * jnp.eye(d, dtype=thetas.dtype))
+    start = start_from(samples(thetas), key) if construction.needs == "posterior" else None
     solver = _Method(construction, dict(options), model, start)
     if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
         raise ValueError(f"size: must be a positive integer, got {size!r}")

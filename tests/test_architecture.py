@@ -137,6 +137,47 @@ def test_toy_posterior_method_through_coreset_merged_stream(problem):
     assert float(jnp.sum(streamed.weights)) == pytest.approx(n, rel=1e-5)
 
 
+def test_merged_posterior_reads_pi_hat_as_cj_coreset_does(problem):
+    # Issue 23: "laplace", "prior" and an array of samples all start the chains, as in cj.coreset; an array's
+    # start is its sample mean, so the toy method's picks are the top rows of L_n at that mean.
+    model, data = problem["model"], problem["data"]
+    X, y = (np.asarray(a, np.float64) for a in data)
+    thetas = np.asarray(problem["thetas"], np.float64)
+    merged = cj.merged_coreset(None, 4, 2, "test_top_loglik", model=model, data=data, pi_hat=problem["thetas"])
+    lls = logistic_lls_numpy(thetas.mean(0), X, y)
+    expected = np.zeros(400)
+    for lo, hi in ((0, 200), (200, 400)):
+        expected[lo + np.argsort(-lls[lo:hi], kind="stable")[:4]] = 50.0
+    np.testing.assert_allclose(np.asarray(merged.dense(400)), expected, rtol=1e-5)
+    by_name = cj.merged_coreset(None, 4, 2, "test_top_loglik", model=model, data=data, pi_hat="laplace")
+    by_object = cj.merged_coreset(None, 4, 2, "test_top_loglik", model=model, data=data, pi_hat=problem["approx"])
+    np.testing.assert_array_equal(np.asarray(by_name.dense(400)), np.asarray(by_object.dense(400)))
+    prior = cj.merged_coreset(None, 4, 2, "test_top_loglik", model=model, data=data, pi_hat="prior")
+    assert prior.num_points == 8
+    with pytest.raises(ValueError, match="pi_hat"):
+        cj.merged_coreset(None, 4, 2, "test_top_loglik", model=model, data=data, pi_hat="laplce")
+
+
+def test_random_methods_need_a_key_everywhere_and_num_shards_is_explicit(problem):
+    # Issue 23: cj.coreset and merged_coreset raised nothing for key=None with a random method (cj.build did).
+    model, data, V = problem["model"], problem["data"], problem["V"]
+    for call in (lambda: cj.build(V, 5, "uniform"),
+                 lambda: cj.coreset(model, data, 5, "uniform", pi_hat=problem["thetas"]),
+                 lambda: cj.merged_coreset(V, 5, 2, "uniform"),
+                 lambda: cj.merged_coreset(None, 5, 2, "coreset_mcmc", model=model, data=data)):
+        with pytest.raises(ValueError, match="key"):
+            call()
+    # A deterministic method keeps its default key, so the pipeline repeats exactly.
+    a = cj.coreset(model, data, 5, "test_top_norm", norm="l2", num_features=30)
+    b = cj.coreset(model, data, 5, "test_top_norm", norm="l2", num_features=30)
+    np.testing.assert_array_equal(np.asarray(a.dense(400)), np.asarray(b.dense(400)))
+    # The number of shards sets the coreset, so it is never taken from the machine's device count.
+    with pytest.raises(ValueError, match="num_shards"):
+        cj.merged_coreset(V, 5, method="test_top_norm")
+    with pytest.raises(ValueError, match="num_shards"):
+        cj.merged_coreset(None, 4, method="test_top_loglik", model=model, data=data)
+
+
 def test_toy_methods_through_the_cli_config(tmp_path, capsys):
     cfg = tmp_path / "toy.yaml"
     cfg.write_text("data: {synthetic: logistic, n: 300, seed: 1}\nnum_features: 20\nsizes: [5]\n"
