@@ -36,6 +36,7 @@ from .certificate import Certificate, from_log_ratio
 from .core import Coreset, Model
 from .core import checks as _checks
 from .core import validate as _validate
+from .io import digest
 from .projection import default_chunk
 from .sharding import leading_mesh
 
@@ -315,6 +316,10 @@ def certify(model: Model, data: Any, coreset: Any, draws: Any = None, *, chunk_s
     else:
         n = _checks.check_model_data(model, data)
         _check_coreset(coreset, n)
+        built_on = (getattr(coreset, "settings", None) or {}).get("data_digest")
+        if built_on is not None and built_on != digest(data):
+            raise ValueError("coreset: it was built on other data (the digest of the data it records differs "
+                             "from this data's); a certificate compares a coreset with its own data")
         _checks.check_theta(model, data, flat, "draws")
         r, zero = log_ratio(model, data, coreset, flat, chunk_size=chunk_size, precision=precision)
     if zero:

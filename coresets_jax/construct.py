@@ -26,6 +26,7 @@ import numpy as np
 
 from . import solvers as _solvers  # noqa: F401 (registers the vector methods first, so they list first)
 from . import compress as _compress, pihat as _pihat, posterior_driven as _posterior_driven  # noqa: F401
+from . import io as _io
 from . import sharding as _sharding
 from .core import Coreset, Model, take_rows
 from .core import checks as _checks
@@ -514,13 +515,15 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
         cs = Coreset(cs.indices, cs.weights, cs.info, cs.method, {
             "method": construction.name, "size": size, "options": dict(opts), "key": _key_data(key),
             "N": n, "time_s": time.perf_counter() - start_time,
-            "support": "uniform" if support_method is None else support_method.name})
+            "support": "uniform" if support_method is None else support_method.name,
+            "data_digest": _io.digest(data)})
         return (cs, V) if return_vectors else cs
     thetas = approx.sample(key_theta, num_features)
     V = project(model, data, thetas, norm=norm, key=key_proj, dtype=dtype)
     cs = build(V, size, construction, key_solve, **options)
     cs = Coreset(cs.indices, cs.weights, cs.info, cs.method,
-                 dict(cs.settings, norm=norm, num_features=num_features, key=_key_data(key)))
+                 dict(cs.settings, norm=norm, num_features=num_features, key=_key_data(key),
+                      data_digest=_io.digest(data)))
     return (cs, V) if return_vectors else cs
 
 

@@ -200,6 +200,10 @@ def test_bad_input_raises_clear_value_errors():
              ((model, data, jnp.ones(7), draws), "coreset"),
              ((model, data, cs.dense(200) * -1.0, draws), "coreset"),
              (("model", data, cs, draws), "model")]
+    # Same N, other rows: the digest that cj.coreset records tells them apart.
+    built = cj.coreset(model, data, 10, "giga", key=jax.random.key(1), num_features=20)
+    shuffled = jax.tree_util.tree_map(lambda a: a[::-1], data)
+    cases.append(((model, shuffled, built, draws), "other data"))
     for args, match in cases:
         with pytest.raises(ValueError, match=match):
             cj.certify(*args)
