@@ -18,7 +18,8 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 
-from . import _validate, progress as _progress, sharding as _sharding
+from . import progress as _progress, sharding as _sharding
+from .core import validate as _validate
 from .core import checks as _checks
 from .core.model import Model
 
