@@ -5,8 +5,9 @@ A construction declares what it needs and how to make its pure core:
 - `needs="vectors"`: a Hilbert-coreset solver on projected vectors V (HC Eq. 3.2). `make(size, **options)`
   returns a `solvers.base.Solver`; `cj.build`, `cj.build_fn`, `cj.merged_coreset` and `cj.stream_coreset`
   drive it with `solvers.base.run`.
-- `needs="posterior"`: a construction that samples the coreset posterior pi_w itself (Sparse VI, Coreset
-  MCMC, quasi-Newton). `make(model, size, **options)` returns a pure
+- `needs="posterior"`: a construction that works on the model and the data rather than on V: the
+  posterior-driven methods, which sample the coreset posterior pi_w themselves (Sparse VI, Coreset MCMC,
+  quasi-Newton), and LR's sensitivity sampling ("sensitivity"). `make(model, size, **options)` returns a pure
 
       solve(key, data, data_weights, start) -> (indices, weights, info)
 

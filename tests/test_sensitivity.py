@@ -9,6 +9,7 @@ import pytest
 
 import coresets_jax as cj
 from coresets_jax import sensitivity as S
+from coresets_jax.sensitivity import sampling
 
 
 def _logistic_2d(key, n):
@@ -78,7 +79,7 @@ def test_sensitivity_sample_is_unbiased():
     size = 4
 
     def dense(key):
-        indices, weights = S._sample(key, m, size)
+        indices, weights = sampling._sample(key, m, size)
         return jnp.zeros(m.shape[0]).at[indices].add(weights)
 
     keys = jax.random.split(jax.random.key(0), 4000)
@@ -152,3 +153,19 @@ def test_gaussian_mean_coreset():
     assert 300 < float(jnp.sum(cs.weights)) < 3000
     with pytest.raises(ValueError, match="identical"):
         S.gaussian_mean_sensitivity(jnp.ones((5, 2)))
+
+
+def test_sensitivity_is_a_registered_construction_equal_to_sensitivity_coreset():
+    # Issue 23: LR Algorithm 1 runs through cj.coreset (and merged/stream) like any other method; its core is
+    # the same computation as the public sensitivity_coreset with the key cj.coreset hands its solver.
+    ds = cj.data.synthetic_logistic(jax.random.key(0), 3000)
+    model, key = cj.models.logistic_regression(), jax.random.key(5)
+    assert "sensitivity" in cj.POSTERIOR_METHODS and cj.methods()["sensitivity"].random
+    via_registry = cj.coreset(model, ds.train, 40, "sensitivity", key=key, k=4)
+    direct = cj.sensitivity_coreset(ds.train, 40, key=jax.random.split(key, 4)[3], k=4)
+    np.testing.assert_allclose(np.asarray(via_registry.dense(3000)), np.asarray(direct.dense(3000)), rtol=1e-5)
+    merged = cj.merged_coreset(None, 20, 2, "sensitivity", jax.random.key(6), model=model, data=ds.train)
+    assert merged.capacity == 40 and 0 < merged.num_points <= 40
+    with pytest.raises(ValueError, match="logistic"):
+        cj.coreset(cj.models.poisson_regression(), cj.data.synthetic_poisson(key, 300).train, 40, "sensitivity",
+                   key=key)

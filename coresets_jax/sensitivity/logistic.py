@@ -1,5 +1,4 @@
-"""Sensitivity-based (uniform-norm) coresets: LR Algorithm 1 for logistic regression, HC Eq. 6.3 for the
-Gaussian mean.
+"""LR Algorithm 1: sensitivity coresets for logistic regression, with App. E's choices.
 
 A sensitivity coreset samples M points with probabilities p_n ∝ m_n, an upper bound on the sensitivity
 sigma_n = sup_theta N f_n(theta) / sum_l f_l(theta), and weights each draw 1 / (p_n M) (LR Alg. 1, lines
@@ -22,128 +21,28 @@ mean of G_i^(-n). Following LR App. E:
   unspecified universal constant of Theorem B.1 (an argument, 1 by default).
 """
 
+
 from __future__ import annotations
 
 import functools
 import math
-from typing import Any, NamedTuple, Optional
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
 
-from .core import checks as _checks
-from .core import validate as _validate
-from .core import Coreset
-from .models.glm import logistic_regression as _logistic_regression
-from .solvers.base import aggregate_draws
+from ..core import Coreset
+from ..core import checks as _checks
+from ..core import validate as _validate
+from ..models.glm import logistic_regression as _logistic_regression
+from .clustering import KMeans, default_subsample, kmeans, kmeans_fn
+from .sampling import _sample, sensitivity_sample
 
-__all__ = [
-    "KMeans",
-    "gaussian_mean_coreset",
-    "gaussian_mean_sensitivity",
-    "kmeans",
-    "logistic_sensitivity",
-    "sensitivity_coreset",
-    "sensitivity_sample",
-]
+__all__ = ["logistic_sensitivity", "sensitivity_coreset", "sensitivity_construction"]
 
 Array = jax.Array
 CENTERS = ("original", "exact")
 _LOGISTIC = _logistic_regression()  # only its data spec is used: (X, y), y in {-1, +1} or {0, 1}
-
-
-# --------------------------------------------------------------------------------------------------------
-# k-means++ (seeding by D^2 sampling, then Lloyd iterations).
-
-
-class KMeans(NamedTuple):
-    """Centres (k, D), nearest-centre labels (N,), cluster sizes (k,), sums (k, D), and the score I."""
-
-    centers: Array
-    labels: Array
-    counts: Array
-    sums: Array
-    score: Array
-
-
-def _nearest(Z: Array, centers: Array) -> tuple[Array, Array]:
-    """(label, squared distance) of each row's nearest centre; O(Nk) memory-light via expanded norms."""
-    d2 = (jnp.sum(jnp.square(Z), 1)[:, None] - 2.0 * Z @ centers.T + jnp.sum(jnp.square(centers), 1)[None])
-    d2 = jnp.maximum(d2, 0.0)
-    labels = jnp.argmin(d2, axis=1)
-    return labels, jnp.take_along_axis(d2, labels[:, None], 1)[:, 0]
-
-
-def _seed(key: Array, Z: Array, k: int) -> Array:
-    """k-means++ seeding: first centre uniform, each next one drawn with probability ∝ D(z)^2."""
-    key, sub = jax.random.split(key)
-    first = Z[jax.random.randint(sub, (), 0, Z.shape[0])]
-    centers = jnp.zeros((k, Z.shape[1]), Z.dtype).at[0].set(first)
-    d2 = jnp.sum(jnp.square(Z - first), 1)
-
-    def body(i, carry):
-        centers, d2, key = carry
-        key, sub = jax.random.split(key)
-        logits = jnp.where(d2 > 0, jnp.log(jnp.where(d2 > 0, d2, 1.0)), -jnp.inf)
-        logits = jnp.where(jnp.any(d2 > 0), logits, 0.0)  # all points coincide with centres: uniform
-        c = Z[jax.random.categorical(sub, logits)]
-        return centers.at[i].set(c), jnp.minimum(d2, jnp.sum(jnp.square(Z - c), 1)), key
-
-    centers, _, _ = jax.lax.fori_loop(1, k, body, (centers, d2, key))
-    return centers
-
-
-@functools.partial(jax.jit, static_argnames=("k", "iterations"))
-def _lloyd(key: Array, Z: Array, k: int, iterations: int) -> Array:
-    centers = _seed(key, Z, k)
-
-    def body(_, centers):
-        labels, _ = _nearest(Z, centers)
-        counts = jnp.zeros(k, Z.dtype).at[labels].add(1.0)
-        sums = jnp.zeros_like(centers).at[labels].add(Z)
-        return jnp.where(counts[:, None] > 0, sums / jnp.maximum(counts, 1.0)[:, None], centers)
-
-    return jax.lax.fori_loop(0, iterations, body, centers)
-
-
-@jax.jit
-def _assign(Z: Array, centers: Array) -> KMeans:
-    labels, d2 = _nearest(Z, centers)
-    k = centers.shape[0]
-    counts = jnp.zeros(k, jnp.int32).at[labels].add(1)
-    sums = jnp.zeros_like(centers).at[labels].add(Z)
-    return KMeans(centers, labels, counts, sums, jnp.mean(d2))
-
-
-def kmeans(Z: Any, k: int, key: Array, *, subsample: Optional[int] = None, iterations: int = 50) -> KMeans:
-    """k-means++ on a uniform subsample of Z (LR App. E), then assignment of every row.
-
-    Args:
-      Z: (N, D) points.
-      k: number of clusters.
-      key: PRNG key (subsample and seeding).
-      subsample: L, the rows the centres are fitted on; default min(1000k, ceil(0.025N)), at least k.
-      iterations: Lloyd iterations after seeding.
-
-    Returns:
-      `KMeans` over all N rows; `score` is the mean squared distance to the nearest centre.
-    """
-    Z = _validate.check_matrix(Z, "Z")
-    n = Z.shape[0]
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
-        raise ValueError(f"k: must be an integer in [1, N = {n}], got {k!r}")
-    key = _validate.check_key(key)
-    if subsample is None:
-        subsample = min(1000 * k, math.ceil(0.025 * n))
-    subsample = int(min(n, max(k, subsample)))
-    key_sub, key_fit = jax.random.split(key)
-    rows = jax.random.choice(key_sub, n, (subsample,), replace=False) if subsample < n else jnp.arange(n)
-    centers = _lloyd(key_fit, Z[rows], k, int(iterations))
-    return _assign(Z, centers)
-
-
-# --------------------------------------------------------------------------------------------------------
-# Logistic regression: Lemma 3.1.
 
 
 @functools.partial(jax.jit, static_argnames=("exact",))
@@ -168,14 +67,16 @@ def _lemma_3_1(Z: Array, clusters: KMeans, radius: Array, exact: bool) -> Array:
     return jax.lax.map(row, (Z, clusters.labels), batch_size=min(n, 8192))
 
 
-def _logistic_z(data: Any) -> Array:
+def _signed_features(X: Array, y: Array) -> Array:
     """Z_n = y_n x_n with y in {-1, +1}; labels in {0, 1} are read as 2y - 1, like the logistic model."""
-    _checks.check_model_data(_LOGISTIC, data)
-    X, y = data
-    X = jnp.asarray(X)
-    y = jnp.asarray(y)
     dtype = jnp.promote_types(X.dtype, jnp.float32)
     return jnp.where(y == 0, -1.0, y).astype(dtype)[:, None] * X.astype(dtype)
+
+
+def _logistic_z(data: Any) -> Array:
+    _checks.check_model_data(_LOGISTIC, data)
+    X, y = data
+    return _signed_features(jnp.asarray(X), jnp.asarray(y))
 
 
 def logistic_sensitivity(data: Any, key: Array, k: int = 6, a: float = 3.0, *, radius: Optional[float] = None,
@@ -230,37 +131,6 @@ def _size_from_tolerance(mbar: float, dim: int, epsilon, delta, c: float) -> int
     return max(1, math.ceil(m))
 
 
-@functools.partial(jax.jit, static_argnames=("size",))
-def _sample(key: Array, sensitivity: Array, size: int):
-    # Inverse-CDF draws, O(N + M log N); `jax.random.categorical` with shape (M,) would hold M x N noise.
-    cdf = jnp.cumsum(sensitivity)
-    total = cdf[-1]
-    u = jax.random.uniform(key, (size,), cdf.dtype) * total
-    draws = jnp.clip(jnp.searchsorted(cdf, u, side="right"), 0, sensitivity.shape[0] - 1)
-    amounts = total / (sensitivity[draws] * size)  # 1 / (p_n M), p_n = m_n / sum m
-    support = aggregate_draws(draws, amounts, sensitivity.dtype)
-    return support.indices, support.weights
-
-
-def sensitivity_sample(sensitivity: Any, size: int, key: Array, method: str = "sensitivity") -> Coreset:
-    """Draw (K_1..K_N) ~ Multi(M, p), p_n = m_n / sum m, and weight gamma_n = K_n / (p_n M).
-
-    LR Algorithm 1 lines 7-13 and HC Eq. 2.5; E[gamma_n] = 1. Repeated draws of one row share a slot, so
-    `num_points` can be below M.
-    """
-    sensitivity = jnp.asarray(sensitivity)
-    if sensitivity.ndim != 1 or sensitivity.shape[0] < 1:
-        raise ValueError(f"sensitivity: expected a non-empty vector (N,), got shape {sensitivity.shape}")
-    _validate.check_finite(sensitivity, "sensitivity")
-    if bool(jnp.any(sensitivity < 0)) or not bool(jnp.any(sensitivity > 0)):
-        raise ValueError("sensitivity: must be non-negative with at least one positive entry")
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"size: must be a positive integer, got {size!r}")
-    sensitivity = sensitivity.astype(jnp.promote_types(sensitivity.dtype, jnp.float32))
-    indices, weights = _sample(_validate.check_key(key), sensitivity, int(size))
-    return Coreset(indices, weights, {}, method)
-
-
 def sensitivity_coreset(data: Any, size: Optional[int] = None, key: Optional[Array] = None, k: int = 6,
                         a: float = 3.0, epsilon: Optional[float] = None, delta: Optional[float] = None, *,
                         radius: Optional[float] = None, centers: str = "original", c: float = 1.0,
@@ -303,37 +173,36 @@ def sensitivity_coreset(data: Any, size: Optional[int] = None, key: Optional[Arr
                     "size": jnp.asarray(size)}, "sensitivity")
 
 
-# --------------------------------------------------------------------------------------------------------
-# The Gaussian mean model of HC §6.
+def sensitivity_construction(model, size: int, k: int = 6, a: float = 3.0, centers: str = "original",
+                             iterations: int = 50):
+    """LR Algorithm 1 as a registered construction: `cj.coreset(model, data, M, "sensitivity", key=key)`,
+    and so `cj.merged_coreset` and `cj.stream_coreset` too. The pure core is
 
+        solve(key, data, data_weights, start) -> (indices, weights, info)
 
-@jax.jit
-def _gaussian_mean_sensitivity(y: Array) -> Array:
-    n = y.shape[0]
-    ybar = jnp.mean(y, axis=0)
-    dev = jnp.sum(jnp.square(y - ybar), 1)
-    spread = jnp.mean(dev)  # = mean ||y||^2 - ||ybar||^2 (HC Eq. C.2), without the cancellation
-    return (1.0 + dev / spread) / n
-
-
-def gaussian_mean_sensitivity(y: Any) -> Array:
-    """HC Eq. 6.3 (derived in HC App. C): sigma_n = (1/N)(1 + ||y_n - ybar||^2 / (mean ||y||^2 - ||ybar||^2)).
-
-    The sensitivity of observation y_n for the mean of N(mu, I) data. sum_n sigma_n = 2 for every dataset,
-    since the second term averages to 1.
+    with the k-means++ bound of Lemma 3.1 (R = a / sqrt(I)) computed inside. Rows weighted u_n (a merged
+    node of a stream) are drawn with p_n ∝ u_n m_n and weighted u_n / (p_n M), so the estimate of
+    sum_n u_n L_n stays unbiased. `start` is unused. Logistic regression only: the bound is its own.
     """
-    y = _validate.check_matrix(y, "y")
-    if y.shape[0] < 2:
-        raise ValueError(f"y: needs at least 2 rows, got {y.shape[0]}")
-    y = y.astype(jnp.promote_types(y.dtype, jnp.float32))
-    sens = _gaussian_mean_sensitivity(y)
-    if not bool(jnp.all(jnp.isfinite(sens))):
-        raise ValueError("y: all rows are identical, so the sensitivity (Eq. 6.3) is undefined")
-    return sens
+    if getattr(model, "name", None) != "logistic_regression":
+        raise ValueError(f"model: the sensitivity construction bounds logistic regression's sensitivities (LR "
+                         f"Lemma 3.1); got model {getattr(model, 'name', model)!r}; use cj.models.logistic_regression()")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k: must be a positive integer, got {k!r}")
+    if not (isinstance(a, (int, float)) and not isinstance(a, bool) and a > 0):
+        raise ValueError(f"a: must be positive, got {a!r}")
+    _validate.check_choice(centers, CENTERS, "centers")
 
+    def solve(key, data, data_weights, start):
+        X, y = data
+        Z = _signed_features(jnp.asarray(X), jnp.asarray(y))
+        key_cluster, key_sample = jax.random.split(key)
+        clusters = kmeans_fn(min(k, Z.shape[0]), default_subsample(Z.shape[0], k), iterations)(key_cluster, Z)
+        radius = a / jnp.sqrt(jnp.maximum(clusters.score, jnp.finfo(Z.dtype).tiny))
+        m = _lemma_3_1(Z, clusters, radius, centers == "exact")
+        u = jnp.where(data_weights > 0, data_weights, 0.0).astype(m.dtype)
+        indices, weights = _sample(key_sample, u * m, size)
+        info = {"sensitivity_mean": jnp.mean(m), "radius": radius, "kmeans_score": clusters.score}
+        return indices, weights * u[indices], info
 
-def gaussian_mean_coreset(y: Any, size: int, key: Array) -> Coreset:
-    """HC §6's "Unif" baseline: the uniform (sensitivity) coreset of Eq. 2.5 with Eq. 6.3's sensitivities."""
-    y = _validate.check_matrix(y, "y")
-    size = _validate.check_size(size, y.shape[0])
-    return sensitivity_sample(gaussian_mean_sensitivity(y), size, key, method="unif")
+    return solve
