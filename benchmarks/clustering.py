@@ -1,10 +1,10 @@
 """HC §7: directional clustering with a vMF mixture (K = 6, tau = 50), FW Hilbert coresets against Rand (Fig. 5).
 
 Data: `cj.data.synthetic_vmf`, 6 equally weighted components at the axis poles of S^2 (HC §7.2), N train +
-1,000 test. pi_hat: EM, then the independent conditionals of Eq. 7.6 (`cj.models.vmf.conditional_pihat`);
+1,000 test. pi_hat: EM, then the independent conditionals of Eq. 7.6 (`cj.models.vmf_inference.conditional_pihat`);
 J = 500 Fisher features (Eq. 5.7, autodiff gradients in the ambient coordinates of theta = [mu, omega]).
 Methods: Rand (uniform subsampling) and FW (HC Algorithm 2), M in {10, 50, 100, 500, 1000}. Posterior
-inference: the Gibbs sampler on weighted data (Eq. 7.7 then Eq. 7.6, `cj.models.vmf.gibbs`), started at
+inference: the Gibbs sampler on weighted data (Eq. 7.7 then Eq. 7.6, `cj.models.vmf_inference.gibbs`), started at
 the full-data EM fit (which fixes the component labelling), with fewer sweeps than the paper's 100,000.
 
 Metrics (HC §7.3): negative test log-likelihood shifted by its maximum possible value (log C_3(tau) + tau,
@@ -37,7 +37,7 @@ sys.path[:0] = [_HERE, os.path.dirname(_HERE)]  # this checkout's coresets_jax, 
 import common  # noqa: E402
 
 import coresets_jax as cj  # noqa: E402
-from coresets_jax.models import vmf  # noqa: E402
+from coresets_jax.models import vmf, vmf_inference  # noqa: E402
 from coresets_jax.projection import _project  # noqa: E402  (pure projection core)
 
 K, DIM, TAU = 6, 3, 50.0
@@ -81,8 +81,8 @@ def run(n, trials, Ms, J, ns, nw, full_runs, w1_points):
     ds = cj.data.synthetic_vmf(jax.random.key(75), n=n, num_test=1000, tau=TAU)
     x, test = ds.X, ds.Xt
     t0 = time.perf_counter()
-    pihat = vmf.conditional_pihat(jax.random.key(1), x, K, TAU)
-    fit = vmf.em(jax.random.key(1), x, None, K, TAU)
+    pihat = vmf_inference.conditional_pihat(jax.random.key(1), x, K, TAU)
+    fit = vmf_inference.em(jax.random.key(1), x, None, K, TAU)
     pihat_s = time.perf_counter() - t0
     init = fit.params
     # Full-data Gibbs: `full_runs` independent chains (reference samples and the W1 normalisation).

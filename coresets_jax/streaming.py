@@ -25,7 +25,6 @@ vectors of any subset have etabar no larger than the full data's. Summing over t
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 from typing import Any, Iterable, Iterator, NamedTuple, Optional
 

@@ -8,7 +8,7 @@ import pytest
 from scipy import special
 
 import coresets_jax as cj
-from coresets_jax.models import vmf
+from coresets_jax.models import vmf, vmf_inference
 
 
 @pytest.mark.parametrize("dim", [2, 3, 4, 10, 30])
@@ -54,7 +54,7 @@ def _match(mu_hat, poles):
 def test_em_and_weighted_gibbs_recover_poles():
     ds = cj.data.synthetic_vmf(jax.random.key(0), n=600)
     poles = np.concatenate([np.eye(3), -np.eye(3)])
-    fit = vmf.em(jax.random.key(1), ds.X)
+    fit = vmf_inference.em(jax.random.key(1), ds.X)
     assert _match(fit.params.mu, poles) < 0.05  # tau = 50, 100 points per mode: error ~ 0.02 rad
     # Weighted data: a random half of the points with weight 2 (other half 0) and fractional weights.
     w = np.zeros(600, np.float32)
@@ -62,7 +62,7 @@ def test_em_and_weighted_gibbs_recover_poles():
     w[keep] = np.random.default_rng(1).uniform(1.2, 2.8, 300)
     init = vmf.VMFParams(jnp.roll(jnp.asarray(poles, jnp.float32), 0, 0) + 0.3, jnp.full(6, 1 / 6))
     init = init._replace(mu=init.mu / jnp.linalg.norm(init.mu, axis=1, keepdims=True))
-    draws = vmf.gibbs(jax.random.key(2), ds.X, jnp.asarray(w), init, num_samples=200, num_warmup=100)
+    draws = vmf_inference.gibbs(jax.random.key(2), ds.X, jnp.asarray(w), init, num_samples=200, num_warmup=100)
     assert draws.mu.shape == (200, 6, 3) and draws.omega.shape == (200, 6)
     post_mu = np.array(draws.mu.mean(0))
     post_mu /= np.linalg.norm(post_mu, axis=1, keepdims=True)
@@ -71,7 +71,7 @@ def test_em_and_weighted_gibbs_recover_poles():
     assert _match(post_mu, poles) < 0.06
     np.testing.assert_allclose(np.asarray(draws.omega.mean(0)), 1 / 6, atol=0.06)
     # Zero-weight rows are ignored: the same sampler on only the kept rows gives the same chain.
-    again = vmf.gibbs(jax.random.key(2), ds.X[keep], jnp.asarray(w[keep]), init, num_samples=200,
+    again = vmf_inference.gibbs(jax.random.key(2), ds.X[keep], jnp.asarray(w[keep]), init, num_samples=200,
                       num_warmup=100)
     np.testing.assert_allclose(np.asarray(again.mu.mean(0)), np.asarray(draws.mu.mean(0)), atol=0.03)
 
@@ -79,7 +79,7 @@ def test_em_and_weighted_gibbs_recover_poles():
 def test_model_loglik_matches_numpy_and_pihat_samples():
     model = cj.models.vmf_mixture()
     ds = cj.data.synthetic_vmf(jax.random.key(3), n=50)
-    pihat = vmf.conditional_pihat(jax.random.key(4), ds.X)
+    pihat = vmf_inference.conditional_pihat(jax.random.key(4), ds.X)
     thetas = pihat.sample(jax.random.key(5), 7)
     assert thetas.shape == (7, 6 * 3 + 6)
     p = vmf.unpack(thetas[0], 6, 3)

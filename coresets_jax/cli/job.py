@@ -60,7 +60,6 @@ def _load_data(spec: dict):
 
 def run_job(config: dict, sample: bool = False, out: Optional[str] = None) -> dict:
     import jax
-    import jax.numpy as jnp
     import numpy as np
 
     from .. import progress
