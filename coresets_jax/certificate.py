@@ -16,13 +16,26 @@ __all__ = ["Certificate", "from_log_ratio", "verdict"]
 
 GOOD_KHAT = 0.5       # PSIS: below, the importance-sampling estimates converge quickly
 USABLE_KHAT = 0.7     # PSIS: above, they are unreliable (pi has mass where pi_w has almost none)
+GOOD_KL = 0.05        # nats: a Gaussian whose mean moved 0.32 sd along one axis
+POOR_KL = 1.0         # nats: a Gaussian whose mean moved 1.4 sd along one axis
 
 
-def verdict(khat: float) -> str:
-    """"good" (k-hat < 0.5), "usable" (< 0.7) or "unreliable"."""
+def verdict(khat: float, kl: float = 0.0) -> str:
+    """The coreset posterior as a stand-in for the full one, from k-hat and the KL estimate:
+
+    - "unreliable": k-hat >= 0.7; pi has mass where pi_w has almost none, and no estimate here is trustworthy;
+    - "poor": k-hat < 0.7 but KL >= 1 nat; pi_w is far from pi, although the corrected moments hold
+      (k-hat alone misses this case: a wide but shifted pi_w covers pi well);
+    - "good": k-hat < 0.5 and KL < 0.05 nat;
+    - "usable": the rest.
+    The KL thresholds are those of a Gaussian mean moving 0.32 and 1.4 sd; benchmarks/certify.py measures
+    them against W1 / floor and z-scores from full-data MCMC.
+    """
     if not np.isfinite(khat) or khat >= USABLE_KHAT:
         return "unreliable"
-    return "good" if khat < GOOD_KHAT else "usable"
+    if not kl < POOR_KL:
+        return "poor"
+    return "good" if khat < GOOD_KHAT and kl < GOOD_KL else "usable"
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -39,7 +52,7 @@ class Certificate:
       mean, sd: (D,) posterior mean and sd of theta corrected towards pi (self-normalised weights).
       quantiles: (len(probs), D) corrected quantiles of theta at `probs`.
       probs: the quantile levels.
-      verdict: "good", "usable" or "unreliable", from khat.
+      verdict: "good", "usable", "poor" or "unreliable", from khat and kl (`verdict`).
       reff: relative efficiency of the draws used by PSIS (ESS / S of the raw ratios; 1 without chains).
       draws: (chains, S, D) the draws certified (one chain when given as (S, D)).
       time_s: seconds the certificate took, the data pass included.
@@ -155,4 +168,4 @@ def from_log_ratio(r: np.ndarray, draws: np.ndarray, *, model: Any = None, probs
     return Certificate(khat=float(khat), kl=kl, kl_se=kl_se, ess=float(1.0 / np.sum(weights ** 2)),
                        weights=weights, log_ratio=r, mean=mean, sd=sd,
                        quantiles=_weighted_quantiles(flat, weights, tuple(probs)), probs=tuple(probs),
-                       verdict=verdict(float(khat)), reff=reff, draws=draws, time_s=time_s, model=model)
+                       verdict=verdict(float(khat), kl), reff=reff, draws=draws, time_s=time_s, model=model)

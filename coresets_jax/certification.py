@@ -300,7 +300,8 @@ def certify(model: Model, data: Any, coreset: Any, draws: Any = None, *, chunk_s
 
     Returns:
       A `Certificate`: `khat`, `kl` (with its Monte Carlo `kl_se`), `ess`, `weights` (S,), `verdict`
-      ("good" / "usable" / "unreliable"), corrected `mean`, `sd` and `quantiles`, and `to_arviz()`.
+      ("good" / "usable" / "poor" / "unreliable", `certificate.verdict`), corrected `mean`, `sd` and
+      `quantiles`, and `to_arviz()`.
     """
     if not isinstance(model, Model):
         raise ValueError(f"model: expected a cj.Model, got {type(model).__name__}")
@@ -329,8 +330,13 @@ def certify(model: Model, data: Any, coreset: Any, draws: Any = None, *, chunk_s
 
 
 def warn_if_unreliable(cert: Certificate, where: str, stacklevel: int = 2) -> None:
-    """A RuntimeWarning when k-hat says the coreset posterior misses mass of the full one."""
+    """A RuntimeWarning when the certificate finds the coreset posterior unreliable or poor."""
     if cert.verdict == "unreliable":
-        warnings.warn(f"{where}: the coreset's certificate is unreliable (khat {cert.khat:.2f} > 0.7, estimated "
+        warnings.warn(f"{where}: the coreset's certificate is unreliable (khat {cert.khat:.2f} >= 0.7, estimated "
                       f"KL(pi_w || pi) {cert.kl:.3g}): its posterior misses mass of the full-data posterior; "
                       "use a larger size or another method", RuntimeWarning, stacklevel=stacklevel + 1)
+    elif cert.verdict == "poor":
+        warnings.warn(f"{where}: the coreset's posterior is far from the full-data posterior (estimated KL "
+                      f"{cert.kl:.3g} >= 1 nat, khat {cert.khat:.2f}); the certificate's corrected moments "
+                      "(cert.mean, cert.sd) can be used, or use a larger size or another method", RuntimeWarning,
+                      stacklevel=stacklevel + 1)

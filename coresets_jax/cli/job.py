@@ -151,10 +151,12 @@ def _certify_rows(model, data, coresets, draws, rows) -> None:
         row = next(r for r in rows if (r["method"], r["size"]) == label)
         row.update(khat=cert.khat, kl_estimate=cert.kl, kl_se=cert.kl_se, verdict=cert.verdict,
                    certify_time_s=cert.time_s)
-        if cert.verdict == "unreliable":  # printed even with --quiet: it is a result, not progress
-            print(f"coresets-jax: warning: {label[0]} at M = {label[1]}: certificate unreliable (khat "
-                  f"{cert.khat:.2f} > 0.7, KL estimate {cert.kl:.3g}): its posterior misses mass of the full-data "
-                  "posterior; use a larger M or another method", file=sys.stderr)
+        if cert.verdict in ("unreliable", "poor"):  # printed even with --quiet: it is a result, not progress
+            why = ("khat >= 0.7: its posterior misses mass of the full-data posterior" if cert.verdict == "unreliable"
+                   else "KL >= 1 nat: its posterior is far from the full-data posterior")
+            print(f"coresets-jax: warning: {label[0]} at M = {label[1]}: certificate {cert.verdict} (khat "
+                  f"{cert.khat:.2f}, KL estimate {cert.kl:.3g}; {why}); use a larger M or another method",
+                  file=sys.stderr)
 
 
 def _posterior_quality(config, model, data, draws, rows, key) -> dict:

@@ -93,8 +93,9 @@ ERROR_NOTE = ("error = ||sum_n v_n - V^T w|| / ||sum_n v_n||, the relative error
               "so sum v is short and errors above 1 are normal for small M; compare methods at equal M.")
 
 CERTIFY_NOTE = ("khat, KL est. = cj.certify from one {method} chain of {num_samples} draws on each coreset and one "
-                "pass over the data: PSIS k-hat (< 0.5 good, 0.5-0.7 usable, > 0.7 unreliable, marked !) and the "
-                "estimate of KL(coreset posterior || full posterior) in nats; no full-data MCMC needed.")
+                "pass over the data: PSIS k-hat and the "
+                "estimate of KL(coreset posterior || full posterior) in nats, no full-data MCMC needed; ! marks k-hat >= 0.7 "
+                "(unreliable) or KL >= 1 (poor).")
 
 
 def format_table(report: dict) -> str:
@@ -109,7 +110,7 @@ def format_table(report: dict) -> str:
                 f"{r['first_call_s']:>14.3f}{r['relative_error']:>10.3g}")
         if certified:
             line += f"{r.get('khat', float('nan')):>7.2f}{r.get('kl_estimate', float('nan')):>10.3g}"
-            line += "!" if r.get("verdict") == "unreliable" else " "
+            line += "!" if r.get("verdict") in ("unreliable", "poor") else " "
         if sampled:
             line += f"{r.get('w1_over_floor', float('nan')):>10.2f}"
         lines.append(line)
