@@ -18,7 +18,6 @@ checks cost one reduction over y (one device-to-host sync).
 
 from __future__ import annotations
 
-import weakref
 from typing import Any, NamedTuple, Optional
 
 import jax
@@ -46,30 +45,18 @@ class DataSpec(NamedTuple):
     dim: Optional[int] = None
 
 
-# Keyed by the model's log-likelihood function: a `Model` is a NamedTuple (it has no room for the spec), and
-# every model a factory returns has its own closure, so a custom function is never mistaken for a built-in.
-_SPECS: "weakref.WeakKeyDictionary[Any, DataSpec]" = weakref.WeakKeyDictionary()
-
-
 def register(model, spec: DataSpec):
-    """Declare the data `model` expects (built-in models call this once); returns `model`."""
+    """`model` with its `data_spec` field set to `spec` (the built-in models call this once)."""
     if spec.kind not in ("xy", "matrix"):
         raise ValueError(f"spec: kind must be 'xy' or 'matrix', got {spec.kind!r}")
     if spec.kind == "xy" and spec.labels not in LABELS:
         raise ValueError(f"spec: labels must be one of {LABELS}, got {spec.labels!r}")
-    _SPECS[model.log_likelihood] = spec
-    return model
+    return model._replace(data_spec=spec)
 
 
 def data_spec(model) -> Optional[Any]:
-    """The model's own `data_spec` field, else the `DataSpec` a built-in model registered, else None."""
-    own = getattr(model, "data_spec", None)
-    if own is not None:
-        return own
-    try:
-        return _SPECS.get(model.log_likelihood)
-    except TypeError:  # an unhashable or non-weakrefable callable: a custom model
-        return None
+    """The model's `data_spec` field (a `DataSpec`, or a callable check), or None."""
+    return getattr(model, "data_spec", None)
 
 
 def _name(model) -> str:
