@@ -24,13 +24,14 @@ method name.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Sequence
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 
-__all__ = ["Construction", "METHODS", "POSTERIOR_METHODS", "Start", "methods", "register", "resolve"]
+__all__ = ["Construction", "METHODS", "POSTERIOR_METHODS", "Start", "methods", "register", "resolve", "scoped"]
 
 KINDS = ("vectors", "posterior")
 
@@ -110,6 +111,23 @@ def register(construction: Construction, *, replace: bool = False) -> Constructi
                          "replace=True to override it")
     _REGISTRY[construction.name] = construction
     return construction
+
+
+@contextlib.contextmanager
+def scoped():
+    """A context in which `register` calls are undone on exit, e.g. a test's own toy methods:
+
+        with cj.registry.scoped():
+            cj.register(cj.Construction("toy", make))
+            ...                                   # "toy" is registered here
+        # and gone here; the registry is as it was
+    """
+    saved = dict(_REGISTRY)
+    try:
+        yield
+    finally:
+        _REGISTRY.clear()
+        _REGISTRY.update(saved)
 
 
 def resolve(method: Any, needs: str | None = None, argument: str = "method") -> Construction:

@@ -56,9 +56,19 @@ def logistic_lls_numpy(theta, X, y):
     return -np.logaddexp(0.0, -z)
 
 
-TOY_VECTORS = cj.register(cj.Construction("test_top_norm", top_norm, description="toy"), replace=True)
-TOY_POSTERIOR = cj.register(cj.Construction("test_top_loglik", top_loglik, needs="posterior",
-                                            description="toy"), replace=True)
+TOY_VECTORS = cj.Construction("test_top_norm", top_norm, description="toy")
+TOY_POSTERIOR = cj.Construction("test_top_loglik", top_loglik, needs="posterior", description="toy")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def toy_methods():
+    """The toy methods are registered for this module's tests only (a scoped registry), so no other test file
+    sees them in cj.METHODS."""
+    with cj.registry.scoped():
+        cj.register(TOY_VECTORS)
+        cj.register(TOY_POSTERIOR)
+        yield
+    assert "test_top_norm" not in cj.METHODS
 
 
 @pytest.fixture(scope="module")

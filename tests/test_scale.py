@@ -14,7 +14,7 @@ import coresets_jax as cj
 
 V0 = np.asarray(jax.random.normal(jax.random.key(0), (80, 30)) + 0.5, np.float32)  # M < J: no near-ties
 KEY = jax.random.key(1)
-REFERENCE = {m: cj.build(jnp.asarray(V0), 8, m, key=KEY) for m in cj.METHODS if not m.startswith("test_")}
+REFERENCE = {m: cj.build(jnp.asarray(V0), 8, m, key=KEY) for m in cj.METHODS}
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
