@@ -104,6 +104,7 @@ def closed_form(problems, n, sizes, trials, methods, log) -> list:
                     rows.append(dict(part="closed_form", problem=name, method=method, M=size,
                                      trial=trial, khat=cert.khat, kl_estimate=cert.kl, kl_se=cert.kl_se,
                                      ess=cert.ess, verdict=cert.verdict, points=int(cs.num_points),
+                                     spread=cert.spread,
                                      true_kl=_gaussian_kl(mean_w, cov_w, mean_f, cov_f),
                                      z_plain=_z(draws.mean(0), mean_f, sd_f), z_corrected=_z(cert.mean, mean_f, sd_f),
                                      certify_s=cert.time_s))
@@ -180,7 +181,7 @@ def mcmc_part(problems, n, sizes, trials, methods, samples, warmup, log, coreset
                     except np.linalg.LinAlgError:
                         moment_kl = None
                     row.update(khat=cert.khat, kl_estimate=cert.kl, kl_se=cert.kl_se, ess=cert.ess,
-                               verdict=cert.verdict, certify_s=cert.time_s, moment_kl=moment_kl,
+                               verdict=cert.verdict, spread=cert.spread, certify_s=cert.time_s, moment_kl=moment_kl,
                                w1_floor=float(cj.metrics.wasserstein1(a, flat) / floor),
                                z_plain=_z(mean_w, mean_f, sd_f), z_corrected=_z(cert.mean, mean_f, sd_f))
                     rows.append(row)
@@ -241,7 +242,8 @@ def summarise(rows: list) -> dict:
     mcmc = [r for r in rows if r["part"] == "mcmc" and "khat" in r]
     for r in rows:  # the verdict of the package as it is now (a ledger may predate a change of rule)
         if "khat" in r:
-            r["verdict"] = verdict(r["khat"] if r["khat"] is not None else float("inf"), r["kl_estimate"])
+            r["verdict"] = verdict(r["khat"] if r["khat"] is not None else float("inf"), r["kl_estimate"],
+                                   r.get("spread") if r.get("spread") is not None else float("inf"))
     out["khat_flags_w1_over_3"] = _confusion(mcmc, lambda r: r["khat"] is None or r["khat"] >= KHAT_FLAG)
     out["verdict_flags_w1_over_3"] = _confusion(mcmc, lambda r: r["verdict"] in ("unreliable", "poor"))
     out["verdicts"] = {v: sum(r.get("verdict") == v for r in rows) for v in ("good", "usable", "poor", "unreliable")}

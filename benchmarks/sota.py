@@ -181,7 +181,7 @@ def run_problem(name, args, log, save):
                 try:  # issue 22: the one-pass certificate beside the metrics that need full-data NUTS
                     cert = cj.certify(model, data, cs, np.asarray(draws))
                     row.update(khat=cert.khat, kl_estimate=cert.kl, kl_estimate_se=cert.kl_se,
-                               verdict=cert.verdict, certify_s=cert.time_s)
+                               verdict=cert.verdict, spread=cert.spread, certify_s=cert.time_s)
                 except ValueError as err:
                     row.setdefault("errors", {})["certificate"] = f"ValueError: {err}"
                 draws = np.asarray(draws, np.float64).reshape(-1, draws.shape[-1])

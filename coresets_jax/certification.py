@@ -337,6 +337,6 @@ def warn_if_unreliable(cert: Certificate, where: str, stacklevel: int = 2) -> No
                       "use a larger size or another method", RuntimeWarning, stacklevel=stacklevel + 1)
     elif cert.verdict == "poor":
         warnings.warn(f"{where}: the coreset's posterior is far from the full-data posterior (estimated KL "
-                      f"{cert.kl:.3g} >= 1 nat, khat {cert.khat:.2f}); the certificate's corrected moments "
+                      f"{cert.kl:.3g} >= 0.5 nat, khat {cert.khat:.2f}); the certificate's corrected moments "
                       "(cert.mean, cert.sd) can be used, or use a larger size or another method", RuntimeWarning,
                       stacklevel=stacklevel + 1)

@@ -116,8 +116,10 @@ def test_verdict_reads_khat_and_the_kl_estimate():
 
     assert verdict(0.2, 0.01) == "good"
     assert verdict(0.6, 0.01) == verdict(0.2, 0.2) == "usable"
-    assert verdict(0.2, 5.0) == verdict(0.69, 1.0) == "poor"  # a wide, shifted pi_w: k-hat alone passes it
+    assert verdict(0.2, 5.0) == verdict(0.69, 0.5) == "poor"  # a wide, shifted pi_w: k-hat alone passes it
     assert verdict(0.7, 0.0) == verdict(float("inf"), 0.0) == verdict(float("nan"), 0.0) == "unreliable"
+    # Ratios within a factor of 2 of each other cannot make weighting unreliable: k-hat is noise there.
+    assert verdict(1.2, 1e-8, spread=1e-3) == "good" and verdict(1.2, 1e-8, spread=1.0) == "unreliable"
 
 
 def _numpy_log_ratio(X, y, dense, draws):

@@ -153,7 +153,7 @@ def _certify_rows(model, data, coresets, draws, rows) -> None:
                    certify_time_s=cert.time_s)
         if cert.verdict in ("unreliable", "poor"):  # printed even with --quiet: it is a result, not progress
             why = ("khat >= 0.7: its posterior misses mass of the full-data posterior" if cert.verdict == "unreliable"
-                   else "KL >= 1 nat: its posterior is far from the full-data posterior")
+                   else "KL >= 0.5 nat: its posterior is far from the full-data posterior")
             print(f"coresets-jax: warning: {label[0]} at M = {label[1]}: certificate {cert.verdict} (khat "
                   f"{cert.khat:.2f}, KL estimate {cert.kl:.3g}; {why}); use a larger M or another method",
                   file=sys.stderr)

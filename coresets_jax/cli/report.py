@@ -95,7 +95,7 @@ ERROR_NOTE = ("error = ||sum_n v_n - V^T w|| / ||sum_n v_n||, the relative error
 CERTIFY_NOTE = ("khat, KL est. = cj.certify from one {method} chain of {num_samples} draws on each coreset and one "
                 "pass over the data: PSIS k-hat and the "
                 "estimate of KL(coreset posterior || full posterior) in nats, no full-data MCMC needed; ! marks k-hat >= 0.7 "
-                "(unreliable) or KL >= 1 (poor).")
+                "(unreliable) or KL >= 0.5 (poor).")
 
 
 def format_table(report: dict) -> str:
