@@ -127,14 +127,6 @@ def _initial_theta(model, rows, num_chains, init):
     return theta0, False
 
 
-def _pad_rows(rows, w, capacity: int):
-    """Rows and weights padded to `capacity` slots with weight 0 repeating the first row (its terms are masked
-    out of the density, and a repeated weighted row cannot overflow where the coreset's own rows do not)."""
-    pad = capacity - w.shape[0]
-    if pad <= 0:
-        return rows, w
-    rows = jax.tree_util.tree_map(lambda leaf: jnp.concatenate([leaf, jnp.repeat(leaf[:1], pad, axis=0)]), rows)
-    return rows, jnp.concatenate([w, jnp.zeros(pad, w.dtype)])
 
 
 def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str = "nuts",
