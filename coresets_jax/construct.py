@@ -31,7 +31,7 @@ from .core import Coreset, Model, take_rows
 from .core import checks as _checks
 from .core import validate as _validate
 from . import projection as _projection
-from .projection import project
+from .projection import project  # noqa: F401 (re-exported for older imports)
 from .registry import METHODS, POSTERIOR_METHODS, Construction, Start, resolve
 from .solvers.base import make_problem, run
 from .solvers.ops import refit_support
@@ -488,9 +488,8 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
         opts = construction.check_options(options)
         initial, V, slots = None, None, size
         if support_method is not None:
-            thetas = approx.sample(key_theta, num_features)
-            V = project(model, data, thetas, norm=norm, key=key_proj, dtype=dtype)
-            start_cs = build(V, size, support_method, key_proj)
+            V, stats = _projection.features(model, data, approx, key_theta, key_proj, norm, num_features, dtype)
+            start_cs = _build(V, stats, size, support_method, key_proj, "auto", 3e-3, {})
             initial, slots = _compact_start(start_cs, size)
         solve = compiled_coreset_fn(model, construction, slots, opts)
         cs = _check_finite_result(solve(key_solve, jax.tree_util.tree_map(jnp.asarray, data),
