@@ -112,3 +112,38 @@ def test_two_processes_fill_one_empty_cache_at_once(tmp_path):
     third, stderr = _run(WORKLOAD, env)
     assert third == results[0]
     assert "Error reading persistent compilation cache" not in stderr
+
+
+COUNT = r"""
+import json, logging, re
+import jax
+import coresets_jax as cj
+jax.config.update("jax_log_compiles", True)
+names = []
+class Log(logging.Handler):
+    def emit(self, record):
+        m = re.search(r"Finished XLA compilation of (.*?) in", record.getMessage())
+        if m:
+            names.append(m.group(1))
+handler = Log()
+logger = logging.getLogger("jax._src.dispatch"); logger.addHandler(handler); logger.setLevel(logging.DEBUG)
+key = jax.random.key(0)
+data = jax.block_until_ready(cj.data.synthetic_logistic(key, 200).train)
+model = cj.models.logistic_regression()
+names.clear()
+cs = cj.coreset(model, data, size=20, method="giga", key=key)
+coreset = list(names)
+names.clear()
+post = cj.sample(model, data, key, weights=cs, num_samples=50, num_warmup=50, warn=False)
+print(json.dumps({"coreset": coreset, "sample": list(names)}))
+"""
+
+
+@pytest.mark.slow
+def test_first_calls_compile_a_few_whole_programs(tmp_path):
+    # Before issue 25 a first cj.coreset (GIGA) compiled 33 programs and a first cj.sample 63, most of them
+    # eager operations; now a handful of whole programs (README, "First calls").
+    out, _ = _run(COUNT, _env(tmp_path, CORESETS_JAX_NO_CACHE="1"))
+    assert len(out["coreset"]) <= 7, out["coreset"]
+    assert len(out["sample"]) <= 4, out["sample"]
+    assert sum(name == "jit(traced)" for name in out["sample"]) == 1  # one sampler program
