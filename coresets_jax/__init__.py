@@ -4,11 +4,14 @@ The pipeline, in the order the data flows:
   model (`Model`, `models`) -> pi_hat (`laplace`, `prior`, `samples`) -> `project` (HC Algorithm 3)
   -> `build` (a sparse solver from `METHODS`) or `coreset` (all of it) -> `sample` (MCMC on the coreset)
   -> `metrics`.
-Beyond one device: `shard`, `merged_coreset`, `stream_coreset`. For logistic regression, also
+Beyond one device: `shard`, `merged_coreset`, `stream_coreset`. Compiled programs are kept on disk between
+processes (`compilation_cache`). For logistic regression, also
 `sensitivity_coreset` (LR Algorithm 1).
 """
 
+from . import compilation
 from . import core, data, distributed, registry, inference, metrics, models, sensitivity, sharding, solvers, streaming
+from .compilation import compilation_cache
 from .compress import compress
 from .construct import METHODS, POSTERIOR_METHODS, build, build_fn, coreset, coreset_fn, relative_error
 from .registry import Construction, Start, methods, register
@@ -29,6 +32,10 @@ from .certification import Certificate, certify
 
 __version__ = "0.1.0"
 
+# JAX's persistent compilation cache in the user's cache folder, unless opted out (CORESETS_JAX_NO_CACHE=1)
+# or configured by the user already (`compilation` module docstring).
+compilation._enable_default()
+
 __all__ = [
     "Certificate",
     "Construction",
@@ -44,6 +51,8 @@ __all__ = [
     "build",
     "build_fn",
     "certify",
+    "compilation",
+    "compilation_cache",
     "from_numpyro",
     "load",
     "save",

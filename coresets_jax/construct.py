@@ -31,7 +31,7 @@ from . import sharding as _sharding
 from .core import Coreset, Model, take_rows
 from .core import checks as _checks
 from .core import validate as _validate
-from .projection import project
+from . import projection as _projection
 from .registry import METHODS, POSTERIOR_METHODS, Construction, Start, resolve
 from .solvers.base import make_problem, run
 from .solvers.ops import refit_support
@@ -114,7 +114,7 @@ def _check_finite_result(cs: Coreset) -> Coreset:
     return cs
 
 
-def rescaled(V: jax.Array) -> jax.Array:
+def rescaled(V: jax.Array, peak: Optional[float] = None) -> jax.Array:
     """V times an exact power of two that brings max |v_nj| into [2^-20, 2^20], or V itself when it is
     there already (one pass over V; no copy in the usual case).
 
@@ -122,7 +122,7 @@ def rescaled(V: jax.Array) -> jax.Array:
     solvers square and multiply entries of V: at 1e+-30 float32 overflows (inf/inf = NaN) or underflows
     (norms of 0, "every row is zero"). A power of two changes no mantissa, so the coreset is the one of V.
     """
-    peak = float(jnp.max(jnp.abs(V)))
+    peak = float(jnp.max(jnp.abs(V))) if peak is None else peak  # the caller's pass may have it already
     if peak == 0.0 or 2.0 ** -20 <= peak <= 2.0 ** 20 or not np.isfinite(peak):
         return V
     return V * jnp.asarray(2.0 ** -round(float(np.log2(peak))), V.dtype)
@@ -169,12 +169,20 @@ def build(V: Any, size: int, method: Any = "frank_wolfe", key: Optional[jax.Arra
       `finite`, the solver's own).
     """
     construction = resolve(method, needs="vectors")
-    V = rescaled(_validate.check_matrix(V, "V"))
+    V = _validate.check_matrix(V, "V", finite=False)
+    stats = _projection.matrix_stats_jit(V)  # finiteness, peak and a non-zero entry in one pass
+    if not bool(stats[0]):
+        _validate.check_finite(V, "V")
+    return _build(V, stats, size, construction, key, compress, compress_tol, options)
+
+
+def _build(V, stats, size, construction, key, compress, compress_tol, options) -> Coreset:
+    """`build` after V's checks: `stats` is `projection.matrix_stats(V)`, from the caller's own pass."""
+    V = rescaled(V, float(stats[1]))
     n = V.shape[0]
     size = _validate.check_size(size, n)
     key = _key_for(construction, key)
-    norms = jnp.linalg.norm(V.astype(jnp.promote_types(V.dtype, jnp.float32)), axis=1)
-    if not bool(jnp.any(norms > 0)):
+    if not bool(stats[2]):
         raise ValueError("V: every row is zero, so there is nothing to approximate")
     refit = options.pop("refit", False)
     if refit not in (True, False):
@@ -495,15 +503,14 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
     # As cj.build: a random method needs a key; a deterministic one defaults to key(0), so that the
     # projection (and the whole coreset) repeats exactly.
     key = _key_for(construction, key)
-    key_pi, key_theta, key_proj, key_solve = jax.random.split(key, 4)
+    key_pi, key_theta, key_proj, key_solve = _validate.split_key(key, 4)
     approx = resolve_pi_hat(pi_hat, model, data, key_pi, init)
     if construction.needs == "posterior":
         start_time = time.perf_counter()
         initial, V, slots = None, None, size
         if support_method is not None:
-            thetas = approx.sample(key_theta, num_features)
-            V = project(model, data, thetas, norm=norm, key=key_proj, dtype=dtype)
-            start_cs = build(V, size, support_method, key_proj)
+            V, stats = _projection.features(model, data, approx, key_theta, key_proj, norm, num_features, dtype)
+            start_cs = _build(V, stats, size, support_method, key_proj, "auto", 3e-3, {})
             initial, slots = _compact_start(start_cs, size)
         solve = compiled_coreset_fn(model, construction, slots, opts)
         cs = _check_finite_result(solve(key_solve, jax.tree_util.tree_map(jnp.asarray, data),
@@ -518,9 +525,9 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
             "support": "uniform" if support_method is None else support_method.name,
             "data_digest": _io.digest(data)})
         return (cs, V) if return_vectors else cs
-    thetas = approx.sample(key_theta, num_features)
-    V = project(model, data, thetas, norm=norm, key=key_proj, dtype=dtype)
-    cs = build(V, size, construction, key_solve, **options)
+    V, stats = _projection.features(model, data, approx, key_theta, key_proj, norm, num_features, dtype)
+    compress, compress_tol = options.pop("compress", "auto"), options.pop("compress_tol", 3e-3)
+    cs = _build(V, stats, size, construction, key_solve, compress, compress_tol, options)
     cs = Coreset(cs.indices, cs.weights, cs.info, cs.method,
                  dict(cs.settings, norm=norm, num_features=num_features, key=_key_data(key),
                       data_digest=_io.digest(data)))

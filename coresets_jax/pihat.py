@@ -12,8 +12,10 @@ from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
+from .compilation import fast_jit
 from .core import validate as _validate
 from .core import Model, initial_theta, log_likelihoods, weighted_sum
 from .core import checks as _checks
@@ -36,9 +38,17 @@ class GaussianApproximation(NamedTuple):
     info: dict = {}
 
     def sample(self, key: Array, num: int) -> Array:
-        chol = jnp.linalg.cholesky(self.cov)
-        z = jax.random.normal(_validate.check_key(key), (num, self.mean.shape[0]), self.mean.dtype)
-        return self.mean + z @ chol.T
+        return gaussian_draws(_validate.check_key(key), self.mean, self.cov, int(num))
+
+
+@functools.partial(fast_jit, static_argnames=("num",))
+def gaussian_draws(key: Array, mean: Array, cov: Array, num: int) -> Array:
+    """`num` draws from N(mean, cov): mean + z L^T with z standard normal and L the Cholesky factor of cov
+    (one compiled program rather than four eager operations, each compiled on a first call; microseconds of
+    work, so compiled fast: `compilation.fast_jit`)."""
+    chol = jnp.linalg.cholesky(cov)
+    z = jax.random.normal(key, (num, mean.shape[0]), mean.dtype)
+    return mean + z @ chol.T
 
 
 class Samples(NamedTuple):
@@ -91,34 +101,49 @@ def _objective(model: Model, scale: float):
 
 
 class _NewtonState(NamedTuple):
+    """theta with the objective's value, gradient and Hessian there (computed at the top of an iteration),
+    the last relative step, the number of steps taken, and whether the loop has stopped."""
+
     theta: Array
     value: Array
+    grad: Array
+    hess: Array
     step_norm: Array
     iteration: Array
+    done: Array
+
+
+def _derivatives(f, data, weights):
+    """theta -> (value, gradient, Hessian) from one forward-over-reverse pass. One instance of it in the
+    compiled program serves both the Newton steps and the final covariance (two instances of
+    `jax.hessian` made the first call's compilation about twice as long)."""
+
+    def grad_with_aux(theta):
+        value, grad = jax.value_and_grad(f)(theta, data, weights)
+        return grad, (value, grad)
+
+    def derivatives(theta):
+        hess, (value, grad) = jax.jacfwd(grad_with_aux, has_aux=True)(theta)
+        return value, grad, hess
+
+    return derivatives
 
 
 def _newton(f, data, weights, theta0: Array, max_iter: int, tol: float):
     """Damped Newton with backtracking (step halving until the objective decreases).
 
     Stops when the relative step |t d| / (1 + |theta|) falls below `tol`, or when no halving decreases the
-    objective (converged to rounding), or after `max_iter` iterations.
+    objective (converged to rounding), or after `max_iter` iterations. Each iteration first evaluates the
+    value, gradient and Hessian at theta, then decides whether to step, so the loop ends holding them at the
+    mode: (mode, value, grad, hess, iterations, converged).
     """
-    value_and_grad = jax.value_and_grad(f)
-    hess = jax.hessian(f)
+    derivatives = _derivatives(f, data, weights)
 
-    def direction(theta):
-        _, g = value_and_grad(theta, data, weights)
-        h = hess(theta, data, weights)
-        d = -jnp.linalg.solve(h, g)
+    def newton_step(s: _NewtonState, value, grad, hess):
+        d = -jnp.linalg.solve(hess, grad)
         # Fall back to steepest descent where the Hessian is not positive definite along d.
-        ok = jnp.all(jnp.isfinite(d)) & (jnp.dot(d, g) < 0)
-        return jnp.where(ok, d, -g)
-
-    def cond(s: _NewtonState):
-        return (s.iteration < max_iter) & (s.step_norm > tol) & jnp.isfinite(s.value)
-
-    def body(s: _NewtonState):
-        d = direction(s.theta)
+        ok = jnp.all(jnp.isfinite(d)) & (jnp.dot(d, grad) < 0)
+        d = jnp.where(ok, d, -grad)
 
         def halve(carry):
             t, _ = carry
@@ -126,19 +151,29 @@ def _newton(f, data, weights, theta0: Array, max_iter: int, tol: float):
 
         def not_better(carry):
             t, v = carry
-            return (~(v < s.value)) & (t > 1e-10)
+            return (~(v < value)) & (t > 1e-10)
 
         t, v = jax.lax.while_loop(not_better, halve,
                                   (jnp.asarray(1.0, d.dtype), f(s.theta + d, data, weights)))
-        accepted = v < s.value  # no strict decrease means converged to rounding
+        accepted = v < value  # no strict decrease means converged to rounding
         theta = jnp.where(accepted, s.theta + t * d, s.theta)
         step = jnp.where(accepted, t * jnp.linalg.norm(d) / (1.0 + jnp.linalg.norm(s.theta)), 0.0)
-        return _NewtonState(theta, jnp.where(accepted, v, s.value), step, s.iteration + 1)
+        return theta, step.astype(s.step_norm.dtype), s.iteration + 1
 
-    init = _NewtonState(theta0, f(theta0, data, weights), jnp.asarray(jnp.inf, theta0.dtype), jnp.asarray(0))
-    final = jax.lax.while_loop(cond, body, init)
+    def body(s: _NewtonState):
+        value, grad, hess = derivatives(s.theta)
+        stop = (s.iteration >= max_iter) | (s.step_norm <= tol) | ~jnp.isfinite(value)
+        theta, step, iteration = jax.lax.cond(
+            stop, lambda: (s.theta, s.step_norm, s.iteration), lambda: newton_step(s, value, grad, hess))
+        return _NewtonState(theta, value, grad, hess, step, iteration, stop)
+
+    d = theta0.shape[0]
+    nan = jnp.asarray(jnp.nan, theta0.dtype)
+    init = _NewtonState(theta0, nan, jnp.full((d,), nan), jnp.full((d, d), nan),
+                        jnp.asarray(jnp.inf, theta0.dtype), jnp.asarray(0), jnp.asarray(False))
+    final = jax.lax.while_loop(lambda s: ~s.done, body, init)
     converged = (final.step_norm <= tol) & jnp.isfinite(final.value)
-    return final.theta, final.iteration, converged
+    return final.theta, final.value, final.grad, final.hess, final.iteration, converged
 
 
 def _lbfgs(f, data, weights, theta0: Array, max_iter: int, tol: float, learning_rate):
@@ -188,15 +223,18 @@ def laplace_fn(model: Model, *, method: str = "newton", scale: float = 1.0, max_
         n = jax.tree_util.tree_leaves(data)[0].shape[0]
         w = jnp.ones(n, theta0.dtype) if weights is None else jnp.asarray(weights).astype(theta0.dtype)
         if method == "newton":
-            mode, iterations, converged = _newton(f, data, w, theta0, max_iter, float(tol))
+            mode, value, grad, hess, iterations, converged = _newton(f, data, w, theta0, max_iter, float(tol))
         else:
             mode, iterations, converged = _lbfgs(f, data, w, theta0, max_iter, float(tol), learning_rate)
-        value, grad = jax.value_and_grad(f)(mode, data, w)
-        cov = jnp.linalg.inv(jax.hessian(f)(mode, data, w))
+            value, grad, hess = _derivatives(f, data, w)(mode)
+        cov = jnp.linalg.inv(hess)
         cov = 0.5 * (cov + cov.T)
         finite = jnp.all(jnp.isfinite(mode)) & jnp.all(jnp.isfinite(cov)) & jnp.isfinite(value)
+        # The covariance's Cholesky factor, here rather than eagerly in `laplace` and in every `sample`
+        # (each an XLA compilation of its own on a first call); NaN when cov is not positive definite.
+        chol = jnp.linalg.cholesky(cov)
         info = {"converged": converged, "iterations": iterations, "grad_norm": jnp.linalg.norm(grad),
-                "finite": finite}
+                "finite": finite, "positive_definite": finite & jnp.all(jnp.isfinite(chol))}
         return GaussianApproximation(mode, cov, info)
 
     return fit
@@ -245,7 +283,8 @@ def laplace(model: Model, data: Any, key: Optional[Array] = None, *, init: Optio
         if weights.shape != (n,):
             raise ValueError(f"weights: expected shape (N,) = ({n},), got {weights.shape}")
         _validate.check_finite(weights, "weights")
-        if bool(jnp.any(weights < 0)):
+        host = _validate.host_array(weights)
+        if bool(np.any(host < 0) if host is not None else jnp.any(weights < 0)):
             raise ValueError("weights: must be non-negative")
     scale = 1.0
     if subsample is not None:
@@ -263,7 +302,7 @@ def laplace(model: Model, data: Any, key: Optional[Array] = None, *, init: Optio
     if not info["finite"]:
         raise ValueError("model: the Laplace approximation is not finite; the log posterior may be "
                          "non-finite (a log-likelihood of -inf or NaN on some rows) or unbounded near init")
-    if not bool(jnp.all(jnp.linalg.eigvalsh(approx.cov) > 0)):
+    if not info["positive_definite"]:
         raise ValueError("model: the Hessian at the mode is not negative definite, so the Laplace "
                          "covariance is not positive definite; try another init or a proper prior")
     if not info["converged"]:

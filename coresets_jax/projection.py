@@ -19,11 +19,13 @@ import jax
 import jax.numpy as jnp
 
 from . import progress as _progress, sharding as _sharding
+from .compilation import fast_jit
 from .core import validate as _validate
 from .core import checks as _checks
 from .core.model import Model
+from .pihat import GaussianApproximation, gaussian_draws
 
-__all__ = ["NORMS", "project", "project_fn"]
+__all__ = ["NORMS", "features", "matrix_stats", "project", "project_fn"]
 
 NORMS = ("fisher", "l2", "centered")
 PROGRESS_MIN_WORK = 1 << 29  # N * J * D below which the projection shows no bar (about a second on a CPU)
@@ -125,36 +127,115 @@ def project(model: Model, data: Any, thetas: Array, norm: str = "fisher", key: O
         raise ValueError(f"thetas: expected shape (J, D) with J >= 1, got {thetas.shape}")
     _validate.check_finite(thetas, "thetas")
     _checks.check_theta(model, data, thetas, "thetas", ndim=2)
+    dtype = _check_dtype(dtype)
+    key = _validate.check_key(key) if norm == "fisher" else None  # the other norms draw nothing
+    chunk_size = _chunk(chunk_size, thetas.shape, n)
+    compute = jnp.promote_types(dtype, jnp.float32)
+    show = _show_progress(data, n, thetas.shape)
+    coords = _fisher_coords(key, norm, *thetas.shape)
+    if _sharding.leading_mesh(data) is None:
+        V, stats = _project_checked(model, _cast_floats(data, compute), thetas.astype(compute), coords, norm,
+                                    chunk_size, dtype, show)
+        finite = bool(stats[0])
+    else:
+        # Data sharded along N: each device projects its own rows (sharding.rowwise).
+        V = _sharding.rowwise(_project, _cast_floats(data, compute), thetas.astype(compute), coords,
+                              prefix=(model,), suffix=(norm, chunk_size, dtype, show))
+        finite = _validate.count_nonfinite(V) == 0
+    if not finite:
+        _raise_non_finite(model, data, thetas, V)
+    return V
+
+
+def features(model: Model, data: Any, approx: Any, key_theta: Array, key_proj: Array, norm: str,
+             num_features: int, dtype=None) -> tuple[Array, tuple]:
+    """`project(model, data, approx.sample(key_theta, J), norm, key_proj)` and `matrix_stats` of the result,
+    as `cj.coreset` needs them. For a Gaussian pi_hat (the Laplace default) on one device: two compiled
+    programs, where the draws, the coordinates, the features and their checks were eleven.
+    Validated as `project` is (the caller has checked the model and data)."""
+    n = _validate.num_rows(data)
+    dtype = _check_dtype(dtype)
+    if not isinstance(approx, GaussianApproximation) or _sharding.leading_mesh(data) is not None:
+        V = project(model, data, approx.sample(key_theta, num_features), norm, key_proj, dtype=dtype)
+        return V, matrix_stats_jit(V)
+    shape = (num_features, approx.mean.shape[0])
+    _checks.check_theta(model, data, jax.ShapeDtypeStruct(shape, approx.mean.dtype), "thetas", ndim=2)
+    compute = jnp.promote_types(dtype, jnp.float32)
+    thetas, coords = _gaussian_draws_and_coords(key_theta, key_proj, approx.mean, approx.cov, norm,
+                                                num_features)
+    V, stats = _project_checked(model, _cast_floats(data, compute), thetas.astype(compute), coords, norm,
+                                _chunk(None, shape, n), dtype, _show_progress(data, n, shape))
+    if not bool(stats[0]):
+        _raise_non_finite(model, data, thetas, V)
+    return V, stats
+
+
+def matrix_stats(V: Array) -> tuple[Array, Array, Array]:
+    """(all entries finite, max |v_nj|, some entry non-zero) of V, in one pass: what `cj.build` checks."""
+    Vf = V.astype(jnp.promote_types(V.dtype, jnp.float32))
+    return jnp.all(jnp.isfinite(Vf)), jnp.max(jnp.abs(Vf)), jnp.any(Vf != 0)
+
+
+matrix_stats_jit = jax.jit(matrix_stats)
+
+
+def _coords(key: Optional[Array], norm: str, num_features: int, dim: int) -> Array:
+    """The Fisher coordinates d_j ~ Unif{0..D-1} (HC Eq. 5.7); zeros (unused) for the other norms."""
+    if norm == "fisher":
+        return jax.random.randint(key, (num_features,), 0, dim)
+    return jnp.zeros((num_features,), jnp.int32)
+
+
+# Draws are microseconds of work: compiled fast (compilation.fast_jit); eagerly, randint alone was an
+# XLA program of 0.4-0.8 s on a first call.
+_fisher_coords = fast_jit(_coords, static_argnames=("norm", "num_features", "dim"))
+
+
+@functools.partial(fast_jit, static_argnames=("norm", "num_features"))
+def _gaussian_draws_and_coords(key_theta: Array, key_proj: Array, mean: Array, cov: Array, norm: str,
+                               num_features: int):
+    """J draws from N(mean, cov) and the Fisher coordinates, as one fast-compiled program."""
+    thetas = gaussian_draws(key_theta, mean, cov, num_features)
+    return thetas, _coords(key_proj, norm, num_features, mean.shape[0])
+
+
+@functools.partial(jax.jit, static_argnames=("model", "norm", "chunk_size", "dtype", "show_progress"))
+def _project_checked(model: Model, data: Any, thetas: Array, coords: Array, norm: str, chunk_size: int, dtype,
+                     show_progress: bool = False):
+    """V and `matrix_stats(V)` in one compiled program (eagerly, V's checks were four more compilations)."""
+    V = _project(model, data, thetas, coords, norm, chunk_size, dtype, show_progress)
+    return V, matrix_stats(V)
+
+
+def _check_dtype(dtype):
     dtype = jnp.dtype(jnp.float32 if dtype is None else dtype)
     if not jnp.issubdtype(dtype, jnp.floating):
         raise ValueError(f"dtype: expected a floating dtype, got {dtype}")
     if dtype == jnp.float64 and not jax.config.jax_enable_x64:
         raise ValueError("dtype: float64 needs jax.config.update('jax_enable_x64', True) "
                          "(or JAX_ENABLE_X64=1) before any arrays are created")
-    num_features, dim = thetas.shape
-    if norm == "fisher":
-        coords = jax.random.randint(_validate.check_key(key), (num_features,), 0, dim)
-    else:
-        coords = jnp.zeros((num_features,), jnp.int32)
+    return dtype
+
+
+def _chunk(chunk_size: Optional[int], thetas_shape: tuple, n: int) -> int:
     if chunk_size is None:
-        chunk_size = default_chunk(num_features, dim)
+        chunk_size = default_chunk(*thetas_shape)
     elif chunk_size < 1:
         raise ValueError(f"chunk_size: must be at least 1, got {chunk_size}")
-    chunk_size = int(min(chunk_size, n))
-    # Data sharded along N: each device projects its own rows (sharding.rowwise); else a plain call.
-    # Features are computed in at least float32; a narrower dtype (bfloat16/float16) is storage only.
-    compute = jnp.promote_types(dtype, jnp.float32)
-    # Progress (tqdm via jax.debug.callback) on one device, for projections big enough to take a while
-    # (N J D >= 2^29); smaller or sharded ones trace no callback (benchmarks/progress_overhead.py).
-    show = (_progress.is_enabled() and _sharding.leading_mesh(data) is None
-            and n * num_features * dim >= PROGRESS_MIN_WORK)
-    V = _sharding.rowwise(_project, _cast_floats(data, compute), thetas.astype(compute), coords,
-                          prefix=(model,), suffix=(norm, chunk_size, dtype, show))
-    if not bool(jnp.all(jnp.isfinite(V))):
-        row = int(jnp.argmin(jnp.all(jnp.isfinite(V), axis=1)))
-        raise ValueError(f"model: {_first_non_finite(model, data, thetas, row)}, first at data row {row}; "
-                         f"check that the model fits the data, or pi_hat")
-    return V
+    return int(min(chunk_size, n))
+
+
+def _show_progress(data: Any, n: int, thetas_shape: tuple) -> bool:
+    """Progress (tqdm via jax.debug.callback) on one device, for projections big enough to take a while
+    (N J D >= 2^29); smaller or sharded ones trace no callback (benchmarks/progress_overhead.py)."""
+    return (_progress.is_enabled() and _sharding.leading_mesh(data) is None
+            and n * thetas_shape[0] * thetas_shape[1] >= PROGRESS_MIN_WORK)
+
+
+def _raise_non_finite(model: Model, data: Any, thetas: Array, V: Array):
+    row = int(jnp.argmin(jnp.all(jnp.isfinite(V), axis=1)))
+    raise ValueError(f"model: {_first_non_finite(model, data, thetas, row)}, first at data row {row}; "
+                     f"check that the model fits the data, or pi_hat")
 
 
 def _first_non_finite(model: Model, data: Any, thetas: Array, row: int) -> str:
@@ -181,8 +262,7 @@ def project_fn(model: Model, norm: str = "fisher", *, dtype=None, chunk_size: Op
         num_features, dim = thetas.shape
         if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
             key = jax.random.wrap_key_data(key)
-        coords = (jax.random.randint(key, (num_features,), 0, dim) if norm == "fisher"
-                  else jnp.zeros((num_features,), jnp.int32))
+        coords = _coords(key, norm, num_features, dim)
         n = jax.tree_util.tree_leaves(data)[0].shape[0]
         chunk = int(min(chunk_size or default_chunk(num_features, dim), n))
         compute = jnp.promote_types(dtype, jnp.float32)

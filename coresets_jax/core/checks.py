@@ -87,6 +87,11 @@ def _bad_values(y: Any, ok: jax.Array) -> str:
         return "values outside the set"
 
 
+@jax.jit
+def _binary_flags(y):
+    return jnp.all(jnp.abs(y) == 1), jnp.all((y == 0) | (y == 1))
+
+
 def check_labels(y: Any, labels: str, model_name: str = "the model", name: str = "data") -> None:
     """Check the response vector y of an (X, y) model.
 
@@ -96,19 +101,23 @@ def check_labels(y: Any, labels: str, model_name: str = "the model", name: str =
     """
     if labels == "real":
         return
-    y = jnp.asarray(y)
+    host = _validate.host_array(y)  # small y: NumPy on the host, no compilation
+    if host is None:
+        y = jnp.asarray(y)
     if labels == "binary":
-        plus_minus = jnp.abs(y) == 1
-        zero_one = (y == 0) | (y == 1)
-        ok_pm, ok_01 = (bool(v) for v in jax.device_get((jnp.all(plus_minus), jnp.all(zero_one))))
+        if host is not None:
+            ok_pm, ok_01 = bool(np.all(np.abs(host) == 1)), bool(np.all((host == 0) | (host == 1)))
+        else:
+            ok_pm, ok_01 = (bool(v) for v in jax.device_get(_binary_flags(y)))
         if not (ok_pm or ok_01):
             raise ValueError(f"{name}: {model_name} needs labels y in {{-1, +1}} or in {{0, 1}} (0 means -1); "
                              f"found y = {_bad_values(y, jnp.zeros(y.shape, bool))}")
     elif labels == "count":
-        if jnp.issubdtype(y.dtype, jnp.bool_):
+        if jnp.issubdtype(jnp.result_type(y), jnp.bool_):
             return
-        ok = (y >= 0) & (jnp.floor(y) == y) if jnp.issubdtype(y.dtype, jnp.inexact) else y >= 0
-        if not bool(jnp.all(ok)):
+        xp, y = (np, host) if host is not None else (jnp, y)
+        ok = (y >= 0) & (xp.floor(y) == y) if jnp.issubdtype(y.dtype, jnp.inexact) else y >= 0
+        if not bool(xp.all(ok)):
             raise ValueError(f"{name}: {model_name} needs counts y in {{0, 1, 2, ...}}; found y = "
                              f"{_bad_values(y, ok)}")
     else:

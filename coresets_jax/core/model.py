@@ -17,6 +17,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 __all__ = ["Model", "WeightedLogDensity", "initial_theta", "log_joint", "log_likelihoods", "weighted_log_density",
            "weighted_sum"]
@@ -111,7 +112,8 @@ def initial_theta(model: Model, data: Any) -> Optional[Array]:
     elif model.dim is not None:
         leaf = jax.tree_util.tree_leaves(data)[0]
         dtype = jnp.promote_types(jnp.result_type(leaf), jnp.float32)
-        theta = jnp.zeros(int(model.dim), dtype if jnp.issubdtype(dtype, jnp.floating) else jnp.float32)
+        dtype = dtype if jnp.issubdtype(dtype, jnp.floating) else jnp.float32
+        theta = jnp.asarray(np.zeros(int(model.dim), dtype))  # no eager compilation of jnp.zeros
     else:
         return None
     return theta if jnp.issubdtype(theta.dtype, jnp.floating) else theta.astype(jnp.float32)

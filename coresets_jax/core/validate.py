@@ -6,16 +6,19 @@ Jitted kernels assume their inputs are valid and have static shapes.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Iterable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..compilation import fast_jit
 from .coreset import Coreset
 from .rows import take_data
 
 __all__ = [
+    "HOST_CHECK_MAX",
     "weighted_rows",
     "check_choice",
     "check_data",
@@ -23,8 +26,16 @@ __all__ = [
     "check_key",
     "check_matrix",
     "check_size",
+    "count_nonfinite",
+    "host_array",
     "num_rows",
+    "split_key",
 ]
+
+# Arrays of up to this many elements are checked with NumPy on the host. An eager jnp check compiles one
+# XLA program per operation and shape (20-80 ms each on a first call, a dozen of them per public call);
+# copying 4 MB to the host costs about a millisecond, and nothing on a CPU backend.
+HOST_CHECK_MAX = 1 << 20
 
 
 def _is_array(x: Any) -> bool:
@@ -51,12 +62,35 @@ def num_rows(data: Any, name: str = "data") -> int:
     return int(sizes[0])
 
 
+def host_array(x: Any) -> Any:
+    """`x` as a NumPy array when it is NumPy already, or small (`HOST_CHECK_MAX`) and on this process's
+    devices; None for a large or multi-process `jax.Array` (check those with one jitted reduction)."""
+    if isinstance(x, jax.Array):
+        if x.size <= HOST_CHECK_MAX and x.is_fully_addressable:
+            return np.asarray(x)
+        return None
+    return np.asarray(x)
+
+
+@jax.jit
+def _count_nonfinite(x: jax.Array) -> jax.Array:
+    return jnp.sum(~jnp.isfinite(x))
+
+
+def count_nonfinite(x: Any) -> int:
+    """Number of NaN or inf entries of one array (NumPy for small arrays, one jitted pass for large)."""
+    host = host_array(x)
+    if host is not None:
+        return int(np.count_nonzero(~np.isfinite(host)))
+    return int(_count_nonfinite(x))
+
+
 def check_finite(x: Any, name: str) -> None:
     """Raise if any floating leaf of `x` holds NaN or inf (one device-to-host sync per leaf)."""
     for leaf in jax.tree_util.tree_leaves(x):
         if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact):
-            if not bool(jnp.all(jnp.isfinite(leaf))):
-                bad = int(jnp.sum(~jnp.isfinite(leaf)))
+            bad = count_nonfinite(leaf)
+            if bad:
                 raise ValueError(f"{name}: contains {bad} NaN or inf value(s)")
 
 
@@ -67,8 +101,9 @@ def check_data(data: Any, name: str = "data") -> int:
     return n
 
 
-def check_matrix(V: Any, name: str = "V") -> jax.Array:
-    """Check the projected vectors: a finite 2-D (N, J) array with N, J >= 1; an integer V is cast to float."""
+def check_matrix(V: Any, name: str = "V", finite: bool = True) -> jax.Array:
+    """Check the projected vectors: a finite 2-D (N, J) array with N, J >= 1; an integer V is cast to float.
+    `finite=False` leaves the finiteness check to the caller (`cj.build` folds it into one pass over V)."""
     if not _is_array(V):
         raise ValueError(f"{name}: expected a 2-D array of shape (N, J), got {type(V).__name__}")
     if np.ndim(V) != 2:
@@ -83,7 +118,8 @@ def check_matrix(V: Any, name: str = "V") -> jax.Array:
     elif not jnp.issubdtype(dtype, jnp.floating):
         raise ValueError(f"{name}: expected a real (floating or integer) dtype, got {dtype}")
     V = jnp.asarray(V)
-    check_finite(V, name)
+    if finite:
+        check_finite(V, name)
     return V
 
 
@@ -102,6 +138,16 @@ def check_choice(value: Any, choices: Iterable[str], name: str) -> str:
     if value not in choices:
         raise ValueError(f"{name}: unknown value {value!r}; expected one of {choices}")
     return value
+
+
+@functools.lru_cache(maxsize=None)
+def _splitter(num: int):
+    return fast_jit(lambda key: tuple(jax.random.split(key, num)))
+
+
+def split_key(key: jax.Array, num: int) -> tuple:
+    """`tuple(jax.random.split(key, num))` as one compiled program (eagerly it is two: split, unstack)."""
+    return _splitter(int(num))(key)
 
 
 def check_key(key: Any, name: str = "key") -> jax.Array:
@@ -127,44 +173,53 @@ def weighted_rows(data: Any, n: int, weights: Any):
     """
     if weights is None:
         return data, None
+    # Coreset weights are small: every check below runs in NumPy on the host (no XLA compilations).
     if isinstance(weights, Coreset):
-        idx = jnp.asarray(weights.indices)
-        w = jnp.asarray(weights.weights)
+        idx = np.asarray(weights.indices)
+        w = np.asarray(weights.weights)
         if idx.ndim != 1 or w.shape != idx.shape:
             raise ValueError(f"weights: the coreset's indices and weights must be 1-D of equal length, got "
                              f"{idx.shape} and {w.shape}")
-        if idx.shape[0] > 0 and (int(jnp.min(idx)) < 0 or int(jnp.max(idx)) >= n):
+        if idx.shape[0] > 0 and (int(idx.min()) < 0 or int(idx.max()) >= n):
             raise ValueError(f"weights: coreset indices must lie in [0, N = {n})")
     else:
         try:
-            w = jnp.asarray(weights)
+            w = np.asarray(weights)
         except TypeError as err:
             raise ValueError(f"weights: expected None, a Coreset or an array of shape (N,), got "
                              f"{type(weights).__name__}") from err
         if w.shape != (n,):
             raise ValueError(f"weights: expected shape (N,) = ({n},), got {w.shape}")
-        if not jnp.issubdtype(w.dtype, jnp.number) or jnp.issubdtype(w.dtype, jnp.complexfloating):
+        if not np.issubdtype(w.dtype, np.number) or np.issubdtype(w.dtype, np.complexfloating):
             raise ValueError(f"weights: expected real numbers, got dtype {w.dtype}")
-        nonzero = np.flatnonzero(np.asarray(w) != 0)
+        nonzero = np.flatnonzero(w != 0)
         # Gather the non-zero rows, padded to a power of two so that similar sizes share one compilation.
         capacity = min(n, 1 << max(int(nonzero.size) - 1, 0).bit_length())
         if capacity >= n:
-            idx = jnp.arange(n)
+            idx = np.arange(n)
         else:
-            idx = jnp.asarray(np.concatenate([nonzero, np.zeros(capacity - nonzero.size, np.int64)]))
-            w = jnp.where(jnp.arange(capacity) < nonzero.size, w[idx], 0.0)
-    if not jnp.issubdtype(w.dtype, jnp.floating):
-        w = w.astype(jnp.float32)
-    if not bool(jnp.all(jnp.isfinite(w))):
+            idx = np.concatenate([nonzero, np.zeros(capacity - nonzero.size, np.int64)])
+            w = np.where(np.arange(capacity) < nonzero.size, w[idx], 0)
+    if not np.issubdtype(w.dtype, np.floating):
+        w = w.astype(np.float32)
+    if not np.all(np.isfinite(w)):
         raise ValueError("weights: contain NaN or inf")
-    if bool(jnp.any(w < 0)):
+    if np.any(w < 0):
         raise ValueError("weights: must be non-negative")
-    if not bool(jnp.any(w > 0)):
+    if not np.any(w > 0):
         raise ValueError("weights: all weights are zero, so the target is the prior; pass weights=None "
                          "for the full data, or a coreset with positive weights")
     # Zero-weight slots (padding) repeat a weighted row: their terms are masked out of the density, but
     # autodiff still evaluates them, and an arbitrary row (say row 0) can overflow where the coreset's own
     # rows do not (exp(x theta) = inf gives 0 * inf = NaN in the gradient, and a failed Laplace fit).
-    idx = jnp.where(w > 0, idx, idx[jnp.argmax(w > 0)])
-    rows = take_data(data, idx)
-    return rows, w
+    idx = np.where(w > 0, idx, idx[np.argmax(w > 0)]).astype(np.int32)
+    return jax.tree_util.tree_map(lambda leaf: _gather(leaf, idx), data), jnp.asarray(w)
+
+
+def _gather(leaf: Any, idx: np.ndarray) -> jax.Array:
+    """leaf[idx]: in NumPy for a small leaf on one device (an eager gather is a compilation per shape),
+    else the mesh-aware `take_data`."""
+    if isinstance(leaf, np.ndarray) or (isinstance(leaf, jax.Array) and len(leaf.sharding.device_set) == 1
+                                        and leaf.size <= HOST_CHECK_MAX):
+        return jnp.asarray(np.asarray(leaf)[idx])
+    return take_data(leaf, jnp.asarray(idx))

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Optional
 
-import blackjax
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ..core import Model
+from . import diagnostics as _diagnostics
 from .driver import SamplerStats
 
 __all__ = ["Posterior", "check_diagnostics", "diagnostics"]
@@ -19,14 +18,11 @@ __all__ = ["Posterior", "check_diagnostics", "diagnostics"]
 Array = jax.Array
 
 
-@functools.partial(jax.jit, static_argnames=("have_chains",))
 def diagnostics(samples, have_chains: bool):
-    ess = blackjax.diagnostics.ess_bulk(samples, chain_axis=0, sample_axis=1)
-    if have_chains:
-        rhat = blackjax.diagnostics.rhat(samples, chain_axis=0, sample_axis=1)
-    else:
-        rhat = jnp.full(samples.shape[-1], jnp.nan, samples.dtype)
-    return rhat, ess
+    """(rhat, ess), each (D,), of (chains, draws, D) samples, computed on the host in NumPy
+    (`inference.diagnostics`: a jitted version cost ~2 s of compilation on a first `cj.sample`)."""
+    rhat, ess = _diagnostics.summary(np.asarray(samples), have_chains)
+    return jnp.asarray(rhat), jnp.asarray(ess)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,8 +32,9 @@ class Posterior:
     Attributes:
       samples: (num_chains, num_samples, D) draws of theta.
       acceptance_rate, num_divergent, step_size: (num_chains,) per-chain diagnostics (see `SamplerStats`).
-      rhat: (D,) rank-normalised split R-hat (`blackjax.diagnostics.rhat`); NaN with one chain.
-      ess: (D,) bulk effective sample size over all chains (`blackjax.diagnostics.ess_bulk`).
+      rhat: (D,) rank-normalised split R-hat, max of bulk and folded (`inference.diagnostics.rhat`, the
+        convention of `blackjax.diagnostics.rhat`); NaN with one chain.
+      ess: (D,) bulk effective sample size over all chains (`inference.diagnostics.ess_bulk`).
       wall_time: seconds spent in warm-up plus sampling (compilation included when `compiled`).
       init_time: seconds spent finding the starting points (the weighted Laplace fit).
       compiled: whether this call traced and compiled a new sampler.
@@ -115,11 +112,12 @@ class Posterior:
                    "sampling_time": self.wall_time, "inference_library": "coresets_jax/blackjax"})
 
     def __repr__(self) -> str:
-        rhat = float(jnp.nanmax(self.rhat)) if self.num_chains > 1 else float("nan")
+        # NumPy on the host: each eager jnp reduction here would be a compilation of its own.
+        rhat = float(np.nanmax(np.asarray(self.rhat))) if self.num_chains > 1 else float("nan")
         return (f"Posterior(method={self.method!r}, samples={tuple(self.samples.shape)}, "
                 f"acceptance={[round(float(a), 2) for a in np.asarray(self.acceptance_rate)]}, "
                 f"divergent={np.asarray(self.num_divergent).tolist()}, max_rhat={rhat:.3f}, "
-                f"min_ess={float(jnp.min(self.ess)):.0f}, wall_time={self.wall_time:.2f}s"
+                f"min_ess={float(np.min(np.asarray(self.ess))):.0f}, wall_time={self.wall_time:.2f}s"
                 + (f", certificate={self.certificate.brief()}" if self.certificate is not None else "") + ")")
 
 
@@ -127,12 +125,13 @@ def check_diagnostics(post: "Posterior") -> list[str]:
     """Warnings a careful reader of NumPyro's or ArviZ's summary would flag (Vehtari et al. 2021):
     R-hat above 1.01, divergences above 1% of transitions, bulk ESS below 100 per chain."""
     problems = []
-    if post.num_chains > 1 and bool(jnp.any(post.rhat > 1.01)):
-        problems.append(f"max R-hat {float(jnp.nanmax(post.rhat)):.3f} > 1.01: the chains disagree")
+    rhat, ess = np.asarray(post.rhat), np.asarray(post.ess)
+    if post.num_chains > 1 and bool(np.any(rhat > 1.01)):
+        problems.append(f"max R-hat {float(np.nanmax(rhat)):.3f} > 1.01: the chains disagree")
     transitions = post.num_chains * post.num_samples * post.thin
     divergent = int(np.sum(np.asarray(post.num_divergent)))
     if divergent > 0.01 * transitions:
         problems.append(f"{divergent} of {transitions} transitions diverged (> 1%)")
-    if bool(jnp.all(jnp.isfinite(post.ess))) and float(jnp.min(post.ess)) < 100 * post.num_chains:
-        problems.append(f"min bulk ESS {float(jnp.min(post.ess)):.0f} < 100 per chain ({post.num_chains} chains)")
+    if bool(np.all(np.isfinite(ess))) and float(np.min(ess)) < 100 * post.num_chains:
+        problems.append(f"min bulk ESS {float(np.min(ess)):.0f} < 100 per chain ({post.num_chains} chains)")
     return problems

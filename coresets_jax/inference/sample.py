@@ -19,10 +19,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import progress as _progress
+from ..compilation import fast_jit
 from ..core import Model, initial_theta, weighted_log_density
 from ..core import checks as _checks
 from ..core import validate as _validate
-from ..pihat import laplace
+from ..pihat import gaussian_draws, laplace_fn
 from . import kernels as _kernels
 from .driver import sample_fn
 from .posterior import Posterior, check_diagnostics, diagnostics
@@ -54,9 +55,48 @@ def _compiled(model: Model, method: str, num_samples: int, num_warmup: int, num_
 
     def traced(key, rows, weights, init_positions, init_cov):
         _TRACES[cache_key] = _TRACES.get(cache_key, 0) + 1  # runs only while tracing
-        return run(key, rows, weights, init_positions, init_cov)
+        samples, stats = run(key, rows, weights, init_positions, init_cov)
+        return samples, stats, jnp.all(jnp.isfinite(samples))  # the check, in the same program
 
     return jax.jit(traced)
+
+
+# Rows x D^2 up to which the starting-point program is compiled fast (`compilation.FAST_COMPILE`): its
+# Laplace fit then runs in about a millisecond either way, next to a sampler that runs for tenths of a
+# second or more, and it compiles in about half the time.
+FAST_INIT_WORK = 1 << 22
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled_init(model: Model, num_chains: int, given: bool, fast: bool):
+    """The starting points as one compiled program: `(key, rows, w, theta) -> (key for the run, init
+    positions (C, D), init cov (D, D), whether the density is finite at every start)`.
+
+    The Laplace fit of the weighted posterior on the gathered rows gives the covariance (and, unless the
+    starts are `given`, the starts: its mode with one chain, draws from it with several). A fit that is not
+    finite or not positive definite falls back to `theta` and the identity, as before. Eagerly this was a
+    key split, the fit, four operations for the draws and about twenty for the log densities at the starts,
+    each compiled on a first call.
+    """
+    fit = laplace_fn(model)
+
+    def init(key, rows, w, theta):
+        k_init, k_run = jax.random.split(key)
+        start = theta[0] if given else theta
+        approx = fit(rows, start, w)
+        ok = approx.info["finite"] & approx.info["positive_definite"]
+        d = start.shape[0]
+        cov = jnp.where(ok, approx.cov, jnp.eye(d, dtype=approx.cov.dtype)).astype(start.dtype)
+        if given:
+            starts = theta
+        else:
+            draws = gaussian_draws(k_init, approx.mean, approx.cov, num_chains) if num_chains > 1 \
+                else approx.mean[None]
+            starts = jnp.where(ok, draws, jnp.broadcast_to(theta, (num_chains, d))).astype(start.dtype)
+        start_ld = jax.vmap(weighted_log_density(model, rows, w))(starts)
+        return k_run, starts, cov, jnp.all(jnp.isfinite(start_ld))
+
+    return fast_jit(init) if fast else jax.jit(init)
 
 
 def _check_count(value, name: str, minimum: int) -> int:
@@ -67,8 +107,8 @@ def _check_count(value, name: str, minimum: int) -> int:
     return int(value)
 
 
-def _initial_points(model, rows, w, key, num_chains, init):
-    """(init_positions (C, D), init_cov (D, D)): Laplace mode and draws from the Laplace fit by default."""
+def _initial_theta(model, rows, num_chains, init):
+    """(theta, given): the validated `init` as (num_chains, D), or the model's starting theta (D,)."""
     if init is not None:
         init = jnp.asarray(init)
         if not jnp.issubdtype(init.dtype, jnp.floating):
@@ -80,33 +120,14 @@ def _initial_points(model, rows, w, key, num_chains, init):
                              f"{init.shape}")
         _validate.check_finite(init, "init")
         _checks.check_theta(model, rows, init, "init")
-        d = init.shape[1]
-        try:
-            jax.eval_shape(weighted_log_density(model, rows, w), init[0])
-        except (TypeError, ValueError, IndexError) as err:
-            raise ValueError(f"init: the model cannot evaluate a theta of shape ({d},): {err}") from err
-        cov = None
-        try:
-            with warnings.catch_warnings():  # a rough covariance is enough here
-                warnings.simplefilter("ignore", RuntimeWarning)
-                approx = laplace(model, rows, init=init[0], weights=w)
-            cov = approx.cov
-        except ValueError:
-            pass
-        return init, (jnp.eye(d, dtype=init.dtype) if cov is None else cov.astype(init.dtype))
+        return init, True
     theta0 = initial_theta(model, rows)
     if theta0 is None:
         raise ValueError("init: the model has neither init_params nor dim, so pass a starting theta of shape "
                          "(D,) or (num_chains, D) (or build the model with cj.Model(..., dim=D))")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            approx = laplace(model, rows, init=theta0, weights=w)
-    except ValueError:
-        return jnp.broadcast_to(theta0, (num_chains, theta0.shape[0])), jnp.eye(theta0.shape[0],
-                                                                                dtype=theta0.dtype)
-    starts = approx.sample(key, num_chains) if num_chains > 1 else approx.mean[None]
-    return starts, approx.cov
+    return theta0, False
+
+
 
 
 def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str = "nuts",
@@ -158,14 +179,21 @@ def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str
     rows, w = _validate.weighted_rows(data, n, weights)
     if w is None:
         leaf = jax.tree_util.tree_leaves(data)[0]
-        w = jnp.ones(n, jnp.promote_types(jnp.result_type(leaf), jnp.float32))
+        w = jnp.asarray(np.ones(n, jnp.promote_types(jnp.result_type(leaf), jnp.float32)))
         rows = jax.tree_util.tree_map(jnp.asarray, data)
 
-    k_init, k_run = jax.random.split(key)
+    theta, given = _initial_theta(model, rows, num_chains, init)
+    if given:
+        try:
+            jax.eval_shape(weighted_log_density(model, rows, w), theta[0])
+        except (TypeError, ValueError, IndexError) as err:
+            raise ValueError(f"init: the model cannot evaluate a theta of shape ({theta.shape[1]},): "
+                             f"{err}") from err
     t0 = time.perf_counter()
-    init_positions, init_cov = _initial_points(model, rows, w, k_init, num_chains, init)
-    start_ld = jax.vmap(weighted_log_density(model, rows, w))(init_positions)
-    if not bool(jnp.all(jnp.isfinite(start_ld))):
+    fast = w.shape[0] * theta.shape[-1] ** 2 <= FAST_INIT_WORK
+    k_run, init_positions, init_cov, start_ok = _compiled_init(model, num_chains, given, fast)(key, rows, w,
+                                                                                               theta)
+    if not bool(start_ok):
         raise ValueError("init: the weighted log density is not finite at the starting point(s)")
     init_time = time.perf_counter() - t0
 
@@ -173,17 +201,17 @@ def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str
                     tuple(sorted(settings.items())), _progress.is_enabled())
     before = trace_count()
     t0 = time.perf_counter()
-    samples, stats = run(k_run, rows, w, init_positions, init_cov)
+    samples, stats, finite = run(k_run, rows, w, init_positions, init_cov)
     samples = jax.block_until_ready(samples)
     wall_time = time.perf_counter() - t0
     compiled = trace_count() > before
-    if not bool(jnp.all(jnp.isfinite(samples))):
+    if not bool(finite):
         raise FloatingPointError(f"method {method!r} produced non-finite samples; check the model's "
                                  "log density, or try another method or init")
     if num_samples >= 4:
         rhat, ess = diagnostics(samples, num_chains > 1)
     else:
-        rhat = ess = jnp.full(samples.shape[-1], jnp.nan, samples.dtype)
+        rhat = ess = jnp.asarray(np.full(samples.shape[-1], np.nan, samples.dtype))
     post = Posterior(samples, stats.acceptance_rate, stats.num_divergent, stats.step_size, rhat, ess,
                      wall_time, init_time, compiled, method, num_warmup, thin, stats, model)
     if warn:

@@ -24,7 +24,7 @@ The schedule is computed in Python from the static `num_warmup`, so the whole wa
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -36,7 +36,8 @@ from .. import progress as _progress
 from . import kernels as _kernels
 from .kernels import Tuning
 
-__all__ = ["AdaptState", "burn_in", "run_warmup", "run_window_adaptation", "schedule", "warmup"]
+__all__ = ["AdaptState", "Adapter", "adapter_for", "burn_in", "metropolis_adapter", "metropolis_schedule",
+           "run_warmup", "run_window_adaptation", "schedule", "warmup", "window_adapter"]
 
 Array = jax.Array
 
@@ -92,6 +93,60 @@ def _scan(show_progress: bool):
         else jax.lax.scan
 
 
+class Adapter(NamedTuple):
+    """A warm-up scheme as pieces that a scan body calls around one kernel step, so that warm-up and sampling
+    can share one scan over all steps and one compiled kernel (`driver.sample_fn`):
+
+        step_size, precond = tuning(adapt)              # the tuning of this step
+        state, info = kernel_step(key, state, step_size, precond)
+        adapt = update(adapt, position, acceptance_rate, is_slow, is_end)    # warm-up steps only
+        adapt = finish(adapt)                           # after the last warm-up step, if not None
+
+    After `finish`, `tuning(adapt)` is the final tuning, which sampling then uses unchanged. `init` is the
+    state before the first step; `is_slow` and `is_end` come from `schedule`.
+    """
+
+    init: Any
+    tuning: Callable
+    update: Callable
+    finish: Optional[Callable] = None
+
+    def final(self, adapt) -> tuple:
+        """The tuning after warm-up."""
+        return self.tuning(adapt if self.finish is None else self.finish(adapt))
+
+
+def window_adapter(target: float, initial_step_size, initial_inverse_mass: Array, dtype) -> Adapter:
+    """Stan's window adaptation of (step size, diagonal inverse mass matrix) (`run_window_adaptation`)."""
+    da_init, da_update, da_final = dual_averaging_adaptation(target)
+    mm_init, mm_update, mm_final = mass_matrix_adaptation(is_diagonal_matrix=True)
+
+    def tuning(adapt):
+        da, mm = adapt
+        return jnp.exp(da.log_step_size).astype(dtype), mm.inverse_mass_matrix
+
+    def update(adapt, position, acceptance_rate, is_slow, is_end):
+        da, mm = adapt
+        rate = jnp.where(jnp.isfinite(acceptance_rate), acceptance_rate, 0.0)
+        da = da_update(da, rate)
+        mm = jax.lax.cond(is_slow, lambda m: mm_update(m, position), lambda m: m, mm)
+
+        def close_window(args):
+            da, mm = args
+            return da_init(da_final(da)), mm_final(mm)
+
+        return jax.lax.cond(is_end, close_window, lambda args: args, (da, mm))
+
+    def finish(adapt):
+        # sampling steps with the averaged step size, exp(log_step_size_avg) = da_final(da)
+        da, mm = adapt
+        return da._replace(log_step_size=da.log_step_size_avg), mm
+
+    inverse_mass = jnp.asarray(initial_inverse_mass, dtype)
+    init = (da_init(jnp.asarray(initial_step_size, dtype)), mm_init(inverse_mass.shape[0], inverse_mass))
+    return Adapter(init, tuning, update, finish)
+
+
 def run_window_adaptation(step: Callable, state, key: Array, num_warmup: int, target: float,
                           initial_step_size, initial_inverse_mass: Array, show_progress: bool = False):
     """Stan's window adaptation of (step size, diagonal inverse mass matrix) over `num_warmup` steps.
@@ -103,31 +158,18 @@ def run_window_adaptation(step: Callable, state, key: Array, num_warmup: int, ta
     variances shrunk towards 1e-3 with pseudo-count 5, as Stan does), and dual averaging restarts from
     the current step size. Returns (state, averaged step size, inverse mass matrix).
     """
-    da_init, da_update, da_final = dual_averaging_adaptation(target)
-    mm_init, mm_update, mm_final = mass_matrix_adaptation(is_diagonal_matrix=True)
+    adapter = window_adapter(target, initial_step_size, initial_inverse_mass, state.position.dtype)
     slow, end = schedule(num_warmup)
-    dtype = state.position.dtype
 
     def body(carry, xs):
-        state, da, mm = carry
+        state, adapt = carry
         k, is_slow, is_end = xs
-        state, info = step(k, state, jnp.exp(da.log_step_size).astype(dtype), mm.inverse_mass_matrix)
-        rate = jnp.where(jnp.isfinite(info.acceptance_rate), info.acceptance_rate, 0.0)
-        da = da_update(da, rate)
-        mm = jax.lax.cond(is_slow, lambda m: mm_update(m, state.position), lambda m: m, mm)
+        state, info = step(k, state, *adapter.tuning(adapt))
+        return (state, adapter.update(adapt, state.position, info.acceptance_rate, is_slow, is_end)), None
 
-        def close_window(args):
-            da, mm = args
-            return da_init(da_final(da)), mm_final(mm)
-
-        da, mm = jax.lax.cond(is_end, close_window, lambda args: args, (da, mm))
-        return (state, da, mm), None
-
-    carry = (state, da_init(jnp.asarray(initial_step_size, dtype)),
-             mm_init(state.position.shape[0], jnp.asarray(initial_inverse_mass, dtype)))
-    (state, da, mm), _ = _scan(show_progress)(
-        body, carry, (jax.random.split(key, num_warmup), jnp.asarray(slow), jnp.asarray(end)))
-    return state, da_final(da), mm.inverse_mass_matrix
+    (state, adapt), _ = _scan(show_progress)(
+        body, (state, adapter.init), (jax.random.split(key, num_warmup), jnp.asarray(slow), jnp.asarray(end)))
+    return (state, *adapter.final(adapt))
 
 
 def run_warmup(step: Callable, state, position_of: Callable, key: Array, num_warmup: int,
@@ -149,6 +191,34 @@ def run_warmup(step: Callable, state, position_of: Callable, key: Array, num_war
     Returns:
       (final state, step_size, chol, mean acceptance rate over warm-up).
     """
+    adapter = metropolis_adapter(target, initial_step_size, initial_chol, reference_step_size, adapt_step_size)
+    slow, end = metropolis_schedule(num_warmup)
+
+    def body(carry, xs):
+        state, adapt = carry
+        k, is_slow, is_end = xs
+        state, info = step(k, state, *adapter.tuning(adapt))
+        acc = jnp.where(jnp.isfinite(info.acceptance_rate), info.acceptance_rate, 0.0)
+        return (state, adapter.update(adapt, position_of(state), acc, is_slow, is_end)), acc
+
+    if num_warmup == 0:
+        dtype = initial_chol.dtype
+        return state, jnp.asarray(initial_step_size, dtype), initial_chol, jnp.asarray(jnp.nan, dtype)
+    keys = jax.random.split(key, num_warmup)
+    (state, adapt), acc = _scan(show_progress)(body, (state, adapter.init),
+                                               (keys, jnp.asarray(slow), jnp.asarray(end)))
+    return (state, *adapter.final(adapt), jnp.mean(acc))
+
+
+def metropolis_schedule(num_warmup: int) -> tuple[np.ndarray, np.ndarray]:
+    """`run_warmup`'s schedule: Stan's, with a final buffer of at least 50 steps and 20% of the warm-up."""
+    return schedule(num_warmup, final_buffer=max(50, num_warmup // 5))
+
+
+def metropolis_adapter(target: float, initial_step_size, initial_chol: Array, reference_step_size,
+                       adapt_step_size: bool = True) -> Adapter:
+    """The adaptation of (step_size, chol) of `run_warmup` as an `Adapter` (its `update` takes the
+    acceptance rate with NaN already replaced by 0)."""
     def da_init(step_size):
         return (jnp.log(step_size), jnp.zeros((), step_size.dtype))
 
@@ -159,24 +229,16 @@ def run_warmup(step: Callable, state, position_of: Callable, key: Array, num_war
         t = t + 1.0
         return (log_h + (t + 10.0) ** (-0.6) * (acceptance_rate - target), t)
 
-    def da_final(da):
-        return jnp.exp(da[0])
-
-    slow, end = schedule(num_warmup, final_buffer=max(50, num_warmup // 5))
     d = initial_chol.shape[0]
     dtype = initial_chol.dtype
-    init = AdaptState(da_init(jnp.asarray(initial_step_size, dtype)), initial_chol,
-                      jnp.zeros((), dtype), jnp.zeros(d, dtype), jnp.zeros((d, d), dtype))
 
-    def body(carry, xs):
-        state, ad = carry
-        k, is_slow, is_end = xs
-        step_size = jnp.exp(ad.da[0])
-        state, info = step(k, state, step_size, ad.chol)
-        acc = jnp.where(jnp.isfinite(info.acceptance_rate), info.acceptance_rate, 0.0)
+    def tuning(ad: AdaptState):
+        return jnp.exp(ad.da[0]).astype(dtype), ad.chol
+
+    def update(ad: AdaptState, position, acc, is_slow, is_end):
         da = da_update(ad.da, acc) if adapt_step_size else ad.da
         # Welford accumulation of positions in slow windows.
-        x = position_of(state).astype(dtype)
+        x = position.astype(dtype)
         count = ad.count + jnp.where(is_slow, 1.0, 0.0)
         delta = x - ad.mean
         mean = jnp.where(is_slow, ad.mean + delta / jnp.maximum(count, 1.0), ad.mean)
@@ -190,14 +252,11 @@ def run_warmup(step: Callable, state, position_of: Callable, key: Array, num_war
             return AdaptState(da_init(restart.astype(dtype)), chol, jnp.zeros_like(count),
                               jnp.zeros_like(mean), jnp.zeros_like(m2))
 
-        ad = jax.lax.cond(is_end, close_window, lambda _: AdaptState(da, ad.chol, count, mean, m2), None)
-        return (state, ad), acc
+        return jax.lax.cond(is_end, close_window, lambda _: AdaptState(da, ad.chol, count, mean, m2), None)
 
-    if num_warmup == 0:
-        return state, jnp.asarray(initial_step_size, dtype), initial_chol, jnp.asarray(jnp.nan, dtype)
-    keys = jax.random.split(key, num_warmup)
-    (state, ad), acc = _scan(show_progress)(body, (state, init), (keys, jnp.asarray(slow), jnp.asarray(end)))
-    return state, da_final(ad.da).astype(dtype), ad.chol, jnp.mean(acc)
+    init = AdaptState(da_init(jnp.asarray(initial_step_size, dtype)), initial_chol,
+                      jnp.zeros((), dtype), jnp.zeros(d, dtype), jnp.zeros((d, d), dtype))
+    return Adapter(init, tuning, update)  # the last step's (step size, chol) is the final tuning
 
 
 def burn_in(step: Callable, state, key: Array, num_steps: int, show_progress: bool = False):
@@ -210,6 +269,21 @@ def burn_in(step: Callable, state, key: Array, num_steps: int, show_progress: bo
 
     state, acc = _scan(show_progress)(body, state, jax.random.split(key, num_steps))
     return state, jnp.mean(acc)
+
+
+def adapter_for(method: str, settings: dict, tuning: Tuning, dim: int, num_warmup: int, dtype):
+    """(adapter, slow, end): kernel `method`'s warm-up as an `Adapter` started from `tuning`, with its
+    schedule (boolean arrays of length `num_warmup`); the adapter is None for a kernel with nothing to adapt
+    (a plain burn-in). `warmup` runs the same schemes in a scan of their own."""
+    spec = _kernels.KERNELS[method]
+    target = float(settings.get("target_accept", 0.0))
+    if spec.precond == "none":
+        return None, np.zeros(num_warmup, bool), np.zeros(num_warmup, bool)
+    if spec.precond == "diagonal":
+        return (window_adapter(target, tuning.step_size, tuning.precond, dtype), *schedule(num_warmup))
+    reference = spec.reference_step_size(dim) if spec.reference_step_size is not None else tuning.step_size
+    return (metropolis_adapter(target, tuning.step_size, tuning.precond, reference, spec.adapts_step_size),
+            *metropolis_schedule(num_warmup))
 
 
 def warmup(method: str, logdensity_fn: Callable, num_steps: int, settings: dict,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..core import checks as _checks
 from ..core.model import Model
@@ -37,7 +38,8 @@ def _gaussian_prior_sampler(prior_scale: float, dim_of):
 
 def _zeros_init(data):
     X, _ = data
-    return jnp.zeros(X.shape[-1], dtype=jnp.result_type(X, jnp.float32))
+    # NumPy: a constant needs no XLA compilation on a first call (jnp.zeros eagerly compiles one)
+    return np.zeros(X.shape[-1], dtype=jnp.result_type(X, jnp.float32))
 
 
 def _plus_minus(y, dtype):

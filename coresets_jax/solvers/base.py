@@ -152,10 +152,13 @@ class Solver(NamedTuple):
 def run(solver: Solver, problem: Problem, key: Array) -> tuple[Array, Array, dict]:
     """Drive `solver` to completion in one `lax.while_loop`; traceable, so jit it from the outside."""
     state = solver.init(problem, key)
-    # A plain lax.while_loop when progress is off; else a tqdm report every ~2^30 / (N J) iterations.
-    state = progress.while_loop(lambda s: jnp.logical_not(solver.done(s)),
-                                lambda s: solver.step(problem, s), state, desc="solver (iterations)",
-                                every=progress.every_for(problem.V.size))
+    # A tqdm report every ~2^30 / (N J) iterations; a plain lax.while_loop when progress is off or V is so
+    # small that reports would be over 16 iterations apart (sub-second runs; and a program holding a
+    # callback is never written to the persistent compilation cache).
+    every = progress.every_for(problem.V.size)
+    loop = progress.while_loop if every <= 16 else (lambda c, b, s, **_: jax.lax.while_loop(c, b, s))
+    state = loop(lambda s: jnp.logical_not(solver.done(s)), lambda s: solver.step(problem, s), state,
+                 desc="solver (iterations)", every=every)
     return solver.extract(state)
 
 
