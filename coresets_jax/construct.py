@@ -66,8 +66,9 @@ def build_fn(method: Any, size: int, *, refit: bool = False, **options):
     """The pure core of `build`: `(V, key) -> Coreset` for a vector method (jittable, vmappable).
 
     `jax.vmap(build_fn("giga", 100), in_axes=(None, 0))(V, keys)` runs a batch of trials in one call; the
-    result's arrays gain a leading batch axis. Under a data mesh (V sharded along N, traced inside
-    `jax.set_mesh`), rows are gathered with the mesh-aware `take_rows`, so V is never all-gathered.
+    result's arrays gain a leading batch axis. With V sharded along N (`cj.shard`), rows are gathered with the
+    mesh-aware `take_rows`, so V is never all-gathered: under `jax.set_mesh`, and also from a plain
+    `jax.jit(solve)(V, key)`, which traces under the mesh V lives on (`sharding.input_mesh`).
 
     Args:
       method: a name in `cj.METHODS` or a vector `cj.Construction`.
@@ -87,6 +88,11 @@ def build_fn(method: Any, size: int, *, refit: bool = False, **options):
     solver = construction.make(size, **dict(construction.check_options(options)))
 
     def solve(V: jax.Array, key: jax.Array) -> Coreset:
+        # jit without jax.set_mesh: trace under the mesh V lives on, so rows are read where they live
+        with _sharding.input_mesh(V):
+            return _solve(V, key)
+
+    def _solve(V: jax.Array, key: jax.Array) -> Coreset:
         if V.ndim != 2 or size > V.shape[0]:
             raise ValueError(f"size: must be at most N = {V.shape[0]} (V of shape {V.shape})")
         problem = make_problem(V)
