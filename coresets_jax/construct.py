@@ -34,6 +34,7 @@ from .projection import project
 from .registry import METHODS, POSTERIOR_METHODS, Construction, Start, resolve
 from .solvers.base import make_problem, run
 from .solvers.ops import refit_support
+from .core import compiled as _compiled_fns
 
 __all__ = ["METHODS", "POSTERIOR_METHODS", "build", "build_fn", "coreset", "coreset_fn", "relative_error"]
 
@@ -109,7 +110,7 @@ def build_fn(method: Any, size: int, *, refit: bool = False, **options):
 @functools.lru_cache(maxsize=256)
 def _compiled_build(construction: Construction, size: int, options: tuple):
     """One jitted core per (construction, size, options): the same shapes never recompile."""
-    return jax.jit(build_fn(construction, size, **dict(options)))
+    return _compiled_fns.jit(build_fn(construction, size, **dict(options)))
 
 
 def _check_finite_result(cs: Coreset) -> Coreset:
@@ -119,15 +120,21 @@ def _check_finite_result(cs: Coreset) -> Coreset:
     return cs
 
 
-def rescaled(V: jax.Array) -> jax.Array:
+@_compiled_fns.jit
+def _peak(V: jax.Array) -> jax.Array:
+    """max |v_nj|: one executable per shape (core/compiled.py), serving `rescaled` and `build`'s zero check."""
+    return jnp.max(jnp.abs(V))
+
+
+def rescaled(V: jax.Array, peak: Optional[float] = None) -> jax.Array:
     """V times an exact power of two that brings max |v_nj| into [2^-20, 2^20], or V itself when it is
-    there already (one pass over V; no copy in the usual case).
+    there already (one pass over V; no copy in the usual case). `peak` is max |v_nj| if already known.
 
     Every vector-sum problem is invariant to scaling V (w solves sum v ~ V^T w for V and for cV), but the
     solvers square and multiply entries of V: at 1e+-30 float32 overflows (inf/inf = NaN) or underflows
     (norms of 0, "every row is zero"). A power of two changes no mantissa, so the coreset is the one of V.
     """
-    peak = float(jnp.max(jnp.abs(V)))
+    peak = float(_peak(V)) if peak is None else peak
     if peak == 0.0 or 2.0 ** -20 <= peak <= 2.0 ** 20 or not np.isfinite(peak):
         return V
     return V * jnp.asarray(2.0 ** -round(float(np.log2(peak))), V.dtype)
@@ -174,13 +181,14 @@ def build(V: Any, size: int, method: Any = "frank_wolfe", key: Optional[jax.Arra
       `finite`, the solver's own).
     """
     construction = resolve(method, needs="vectors")
-    V = rescaled(_validate.check_matrix(V, "V"))
+    V = _validate.check_matrix(V, "V")
     n = V.shape[0]
     size = _validate.check_size(size, n)
     key = _key_for(construction, key)
-    norms = jnp.linalg.norm(V.astype(jnp.promote_types(V.dtype, jnp.float32)), axis=1)
-    if not bool(jnp.any(norms > 0)):
+    peak = float(_peak(V))
+    if peak == 0.0:  # then every row norm is 0 (after `rescaled`, no nonzero row underflows to norm 0)
         raise ValueError("V: every row is zero, so there is nothing to approximate")
+    V = rescaled(V, peak)
     refit = options.pop("refit", False)
     if refit not in (True, False):
         raise ValueError(f"refit: expected True or False, got {refit!r}")
@@ -224,7 +232,7 @@ def _maybe_compress(V, construction: Construction, size: int, options: dict, com
     return _compress.compress(V, tol)
 
 
-@jax.jit
+@_compiled_fns.jit
 def _errors_on_v_and_a(V, target, A, indices, weights):
     """Absolute errors ||sum v_n - V^T w|| and ||sum a_n - A^T w|| of the same weights (support rows only)."""
     def error(X, y):
@@ -232,7 +240,7 @@ def _errors_on_v_and_a(V, target, A, indices, weights):
     return error(V, target), error(A, jnp.sum(A.astype(target.dtype), axis=0))
 
 
-@jax.jit
+@_compiled_fns.jit
 def _full_error(V, target, indices, weights):
     """Relative error on the uncompressed V, reading only its support rows."""
     return _support_error(V, target, indices, weights)
@@ -339,7 +347,7 @@ def compiled_coreset_fn(model: Model, construction: Construction, size: int, opt
     """`jax.jit(coreset_fn(...))`, cached per (model, construction, size, options) so that repeated calls
     (streaming reductions, the CLI's repeats) never recompile; `options` is `construction.check_options`'s
     sorted tuple."""
-    return jax.jit(coreset_fn(model, construction, size, **dict(options)))
+    return _compiled_fns.jit(coreset_fn(model, construction, size, **dict(options)))
 
 
 def start_from(approx: Any, key: jax.Array, num: int = 256) -> Start:

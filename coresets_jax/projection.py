@@ -21,6 +21,7 @@ import jax.numpy as jnp
 from . import _validate, progress as _progress, sharding as _sharding
 from .core import checks as _checks
 from .core.model import Model
+from .core import compiled
 
 __all__ = ["NORMS", "project", "project_fn"]
 
@@ -67,7 +68,7 @@ def _datum_features(model: Model, norm: str, thetas: Array, coords: Array):
     return features
 
 
-@functools.partial(jax.jit, static_argnames=("model", "norm", "chunk_size", "dtype", "show_progress"))
+@compiled.jit(static_argnames=("model", "norm", "chunk_size", "dtype", "show_progress"))
 def _project(model: Model, data: Any, thetas: Array, coords: Array, norm: str, chunk_size: int, dtype,
              show_progress: bool = False):
     num_features, dim = thetas.shape

@@ -36,6 +36,7 @@ from .core import validate as _validate
 from .core import Coreset
 from .models.glm import logistic_regression as _logistic_regression
 from .solvers.base import aggregate_draws
+from .core import compiled
 
 __all__ = [
     "KMeans",
@@ -93,7 +94,7 @@ def _seed(key: Array, Z: Array, k: int) -> Array:
     return centers
 
 
-@functools.partial(jax.jit, static_argnames=("k", "iterations"))
+@compiled.jit(static_argnames=("k", "iterations"))
 def _lloyd(key: Array, Z: Array, k: int, iterations: int) -> Array:
     centers = _seed(key, Z, k)
 
@@ -106,7 +107,7 @@ def _lloyd(key: Array, Z: Array, k: int, iterations: int) -> Array:
     return jax.lax.fori_loop(0, iterations, body, centers)
 
 
-@jax.jit
+@compiled.jit
 def _assign(Z: Array, centers: Array) -> KMeans:
     labels, d2 = _nearest(Z, centers)
     k = centers.shape[0]
@@ -146,7 +147,7 @@ def kmeans(Z: Any, k: int, key: Array, *, subsample: Optional[int] = None, itera
 # Logistic regression: Lemma 3.1.
 
 
-@functools.partial(jax.jit, static_argnames=("exact",))
+@compiled.jit(static_argnames=("exact",))
 def _lemma_3_1(Z: Array, clusters: KMeans, radius: Array, exact: bool) -> Array:
     """m_n of Eq. 3.1, streamed over rows (each row needs its k distances, O(k D))."""
     n = Z.shape[0]
@@ -230,7 +231,7 @@ def _size_from_tolerance(mbar: float, dim: int, epsilon, delta, c: float) -> int
     return max(1, math.ceil(m))
 
 
-@functools.partial(jax.jit, static_argnames=("size",))
+@compiled.jit(static_argnames=("size",))
 def _sample(key: Array, sensitivity: Array, size: int):
     # Inverse-CDF draws, O(N + M log N); `jax.random.categorical` with shape (M,) would hold M x N noise.
     cdf = jnp.cumsum(sensitivity)
@@ -307,7 +308,7 @@ def sensitivity_coreset(data: Any, size: Optional[int] = None, key: Optional[Arr
 # The Gaussian mean model of HC §6.
 
 
-@jax.jit
+@compiled.jit
 def _gaussian_mean_sensitivity(y: Array) -> Array:
     n = y.shape[0]
     ybar = jnp.mean(y, axis=0)

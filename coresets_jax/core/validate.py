@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import compiled
 from .coreset import Coreset
 from .rows import take_data
 
@@ -51,11 +52,17 @@ def num_rows(data: Any, name: str = "data") -> int:
     return int(sizes[0])
 
 
+@compiled.jit
+def _all_finite(x: jax.Array) -> jax.Array:
+    # one executable per shape, not two eager ones (isfinite, all): each holds memory mappings (core/compiled.py)
+    return jnp.all(jnp.isfinite(x))
+
+
 def check_finite(x: Any, name: str) -> None:
     """Raise if any floating leaf of `x` holds NaN or inf (one device-to-host sync per leaf)."""
     for leaf in jax.tree_util.tree_leaves(x):
         if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact):
-            if not bool(jnp.all(jnp.isfinite(leaf))):
+            if not bool(_all_finite(leaf)):
                 bad = int(jnp.sum(~jnp.isfinite(leaf)))
                 raise ValueError(f"{name}: contains {bad} NaN or inf value(s)")
 

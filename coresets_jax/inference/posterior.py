@@ -13,13 +13,14 @@ import numpy as np
 
 from ..core import Model
 from .driver import SamplerStats
+from ..core import compiled
 
 __all__ = ["Posterior", "check_diagnostics", "diagnostics"]
 
 Array = jax.Array
 
 
-@functools.partial(jax.jit, static_argnames=("have_chains",))
+@compiled.jit(static_argnames=("have_chains",))
 def diagnostics(samples, have_chains: bool):
     ess = blackjax.diagnostics.ess_bulk(samples, chain_axis=0, sample_axis=1)
     if have_chains:

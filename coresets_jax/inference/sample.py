@@ -25,6 +25,7 @@ from ..pihat import laplace
 from . import kernels as _kernels
 from .driver import sample_fn
 from .posterior import Posterior, check_diagnostics, diagnostics
+from ..core import compiled as _compiled_fns
 
 __all__ = ["METHODS", "sample", "trace_count"]
 
@@ -55,7 +56,7 @@ def _compiled(model: Model, method: str, num_samples: int, num_warmup: int, num_
         _TRACES[cache_key] = _TRACES.get(cache_key, 0) + 1  # runs only while tracing
         return run(key, rows, weights, init_positions, init_cov)
 
-    return jax.jit(traced)
+    return _compiled_fns.jit(traced)
 
 
 def _check_count(value, name: str, minimum: int) -> int:

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 from jax.scipy.special import gammaln, logsumexp
 
 from ..core.model import Model
+from ..core import compiled
 
 __all__ = ["VMFParams", "EMResult", "ConditionalPiHat", "GibbsSamples", "conditional_pihat", "em", "gibbs",
            "log_bessel_iv", "log_vmf_density", "log_vmf_normalizer", "pack", "sample_vmf", "unpack",
@@ -222,7 +223,7 @@ class EMResult(NamedTuple):
     log_likelihood: Array
 
 
-@functools.partial(jax.jit, static_argnames=("num_components", "tau", "iterations"))
+@compiled.jit(static_argnames=("num_components", "tau", "iterations"))
 def _em(key, x, w, num_components, tau, iterations):
     n = x.shape[0]
     # Start from K distinct data points drawn with probability proportional to weight.
@@ -310,7 +311,7 @@ class GibbsSamples(NamedTuple):
     omega: Array
 
 
-@functools.partial(jax.jit, static_argnames=("tau", "num_samples", "num_warmup", "thin", "unit_counts"))
+@compiled.jit(static_argnames=("tau", "num_samples", "num_warmup", "thin", "unit_counts"))
 def _gibbs(key, x, w, init_mu, init_omega, tau, num_samples, num_warmup, thin, unit_counts=False):
     """The sweep loop of `gibbs` (pure; vmap it over keys and weighted datasets). `unit_counts` (static):
     every w_n <= 1, so ceil(w_n) is 0 or 1 and Eq. 7.7's multinomial is one categorical draw (much faster;
