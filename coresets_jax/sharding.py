@@ -12,6 +12,8 @@ run on every device and return the single-device result up to floating-point tol
   which under a data mesh reads the row on the device that owns it and `psum`s it (J floats), and take a
   global top-k with `top_k` (a local top-k, then a gather of the D*k candidates). Without a mesh both are
   plain `x[idx]` and `lax.top_k`, so single-device code is unchanged.
+- The pure core `cj.build_fn(...)`, jitted by the user without `jax.set_mesh`, traces under the mesh its V
+  lives on (`input_mesh`, from V's abstract value), so that call is gather-free too.
 
 Convention: under a data mesh every array whose leading axis is N is split along all axes of the mesh, in
 mesh order (what `shard` produces). An array laid out differently is still handled correctly (shard_map
