@@ -2,8 +2,10 @@
 
 Fidelity: each solver's relative error ||y - V^T w|| / ||y|| in float64 and float32, beside an independent
 plain NumPy/SciPy implementation written here from the papers (float64):
-  - A-IHT II, IHT Algorithm 3 (appendix A) with the exact line-search steps as printed, and with the de-bias
-    step halved (as in the authors' published NumPy code, which takes half the exact step);
+  - A-IHT II, IHT Algorithm 3 (appendix A) with the exact line-search steps as printed, and as the authors'
+    published NumPy code runs it: each of the two line-search steps (lines 6 and 9) is half the exact one (its
+    factor 1/2 multiplies Phi^T r, not the gradient 2 Phi^T r), the de-bias gradient covers the k slots of x_t,
+    and the last iterate is returned (written here from that description, not copied);
   - orthogonal pursuit with SciPy's exact NNLS on the support and re-selection of rows whose weight fell to 0;
   - GIGA (Campbell & Broderick 2018, Algorithm 1) and Frank-Wolfe (HC Algorithm 2): benchmarks/numpy_reference.py.
 Problems:
@@ -11,7 +13,11 @@ Problems:
     K = 100 of them with uniform(0, 1) weights (numpy seed 233); the target is not sum_n v_n, so only the
     sparse regression solvers (A-IHT II, OMP) apply;
   - "fisher": Fisher features (HC Eq. 5.7) of synthetic logistic regression (HC §7.2), Laplace pi_hat,
-    target sum_n v_n: N = 1000 (J = 100, M = 30) and N = 5000 (J = 200, M = 100).
+    target sum_n v_n: N = 1000 (J = 100, M = 30) and N = 5000 (J = 200, M = 100);
+  - "opposite pairs" (issue 24): the K = 100 rows that define the target, P = 450 random rows a_p each beside
+    -a_p, and one offset row that puts sum_n v_n in the cone of the K rows (J = 300, N = 1001, uniform(-1/2,
+    1/2), numpy seed 233, drawn as one (J, K + P) matrix, then the weights); the target is sum_n v_n, so every
+    solver applies. The previous A-IHT II default (swap=False) stalled there at 1.1e-2.
 OMP's float32 round-off floor: sqrt(J) eps32 sum_S w_n ||v_n|| / ||y|| of its float32 solution.
 Speed: GIGA and Frank-Wolfe at the reference library's own setting (centred L2 features of synthetic logistic
 regression, N = 20000, J = 500, M = 500, float32 V), cj.build at its defaults (compress="auto") and with
@@ -43,27 +49,34 @@ from coresets_jax.solvers.omp import omp
 # Independent NumPy implementations (float64), written from the papers.
 
 
-def numpy_aiht2(V, y, k, debias_scale=1.0, max_iter=300, tol=1e-5):
-    """IHT Algorithm 3 from w_0 = 0; debias_scale multiplies the de-bias step of line 9 (1: as printed)."""
+def numpy_aiht2(V, y, k, authors=False, max_iter=300, tol=1e-5):
+    """IHT Algorithm 3 from w_0 = 0: (weights, iterations).
+
+    authors=False: as printed (exact line-search steps, de-bias on supp(x_t)), returning the lowest-f iterate
+    as cj.build does. authors=True: as the authors' published code runs it (module docstring): half steps,
+    de-bias on the k slots of x_t, the last iterate returned, no stop test at the first iteration."""
     n = V.shape[0]
+    step = 0.5 if authors else 1.0
     w, w_prev, z = np.zeros(n), np.zeros(n), np.zeros(n)
     Aw, Aw_prev, tau = np.zeros_like(y), np.zeros_like(y), 0.0
     best, best_f = np.zeros(n), np.inf
-    for _ in range(max_iter):
+    for t in range(1, max_iter + 1):
         g = V @ (y - (Aw + tau * (Aw - Aw_prev)))  # -grad f(z) / 2
         in_z = z != 0
         outside = np.where(in_z, -1.0, np.abs(g))
         S = np.union1d(np.flatnonzero(in_z), np.argsort(-outside, kind="stable")[:k])
         d = g[S] @ V[S]
-        mu = (g[S] @ g[S]) / (d @ d) if d @ d > 0 else 0.0  # exact line search along g_S (line 6)
+        mu = step * (g[S] @ g[S]) / (d @ d) if d @ d > 0 else 0.0  # line 6 along g_S
         x = z + mu * g
         top = np.argsort(-x, kind="stable")[:k]
         vals = np.maximum(x[top], 0.0)
         rows = V[top]
-        g2 = np.where(vals > 0, rows @ (y - vals @ rows), 0.0)  # lines 8-10 on supp(x_t)
+        g2 = rows @ (y - vals @ rows)  # lines 8-10
+        if not authors:
+            g2 = np.where(vals > 0, g2, 0.0)  # on supp(x_t)
         d2 = g2 @ rows
         if d2 @ d2 > 0:
-            vals = np.maximum(vals + debias_scale * (g2 @ g2) / (d2 @ d2) * g2, 0.0)
+            vals = np.maximum(vals + step * (g2 @ g2) / (d2 @ d2) * g2, 0.0)
         w_prev, Aw_prev = w, Aw
         w = np.zeros(n)
         w[top] = vals
@@ -74,9 +87,9 @@ def numpy_aiht2(V, y, k, debias_scale=1.0, max_iter=300, tol=1e-5):
         f = np.sum((y - Aw) ** 2)
         if f < best_f:
             best, best_f = w, f
-        if np.linalg.norm(w - w_prev) <= tol * np.linalg.norm(w):
+        if (t > 1 or not authors) and np.linalg.norm(w - w_prev) <= tol * np.linalg.norm(w):
             break
-    return best
+    return (w if authors else best), t
 
 
 def numpy_omp(V, y, M, steps=None):
@@ -120,6 +133,16 @@ def cone(support_first=True):
     return A.T.copy(), A @ w, 100
 
 
+def opposite_pairs(seed=233, j=300, k=100, p=450):
+    """Issue 24's example (module docstring); returns (V, sum_n v_n, K)."""
+    rng = np.random.RandomState(seed)
+    A = rng.rand(j, k + p) - 0.5
+    w = rng.rand(k)
+    rows, pairs = A[:, :k].T, A[:, k:].T
+    V = np.concatenate([rows, np.stack([pairs, -pairs], axis=1).reshape(2 * p, j), ((w - 1.0) @ rows)[None]])
+    return V, V.sum(0), k
+
+
 def fisher(n, j, seed=0):
     kd, kp, kt, kf = jax.random.split(jax.random.key(seed), 4)
     ds = cj.data.synthetic_logistic(kd, n)
@@ -136,51 +159,59 @@ def rel_error(V, y, w):
 
 
 def ours(solver, V, y, dtype):
-    """(dense weights in float64, seconds after compilation) of a solver run on target y."""
+    """(dense weights in float64, seconds after compilation, iterations or None) of a solver run on target y."""
     problem = make_problem(jnp.asarray(V, dtype))._replace(target=jnp.asarray(y, dtype))
     fn = jax.jit(lambda p: run(solver, p, jax.random.key(0)))
     idx, w, _ = fn(problem)
     w.block_until_ready()
     t0 = time.perf_counter()
-    idx, w, _ = fn(problem)
+    idx, w, info = fn(problem)
     w.block_until_ready()
     t = time.perf_counter() - t0
     dense = np.zeros(V.shape[0])
     np.add.at(dense, np.asarray(idx), np.asarray(w, np.float64))
-    return dense, t
+    return dense, t, (int(info["iterations"]) if "iterations" in info else None)
 
 
 def fidelity_rows():
     problems = [("cone", *cone()), ("cone, weights drawn first", *cone(False)),
                 ("fisher N=1000", *fisher(1000, 100), 30),
-                ("fisher N=5000", *fisher(5000, 200), 100)]
+                ("fisher N=5000", *fisher(5000, 200), 100),
+                ("opposite pairs", *opposite_pairs())]
     rows = []
     for name, V, y, M in problems:
         sparse_only = name.startswith("cone")
-        printed = ("A-IHT II as printed (NumPy)", lambda: numpy_aiht2(V, y, M, 1.0))
-        half = ("A-IHT II, half de-bias step as in the authors' code (NumPy)", lambda: numpy_aiht2(V, y, M, 0.5))
-        ortho = ("orthogonal pursuit + SciPy NNLS (NumPy)", lambda: numpy_omp(V, y, M))
-        variants = [("iht2 (default)", lambda: iht2(M), [printed, half]),
+        printed = ("A-IHT II as printed (NumPy)", lambda: numpy_aiht2(V, y, M))
+        authors = ("A-IHT II as the authors' code runs it (NumPy)", lambda: numpy_aiht2(V, y, M, authors=True))
+        ortho = ("orthogonal pursuit + SciPy NNLS (NumPy)", lambda: (numpy_omp(V, y, M), None))
+        variants = [("iht2 (default)", lambda: iht2(M), [printed, authors]),
+                    ("iht2 swap=False (the previous default)", lambda: iht2(M, swap=False), []),
                     ("iht2 debias='step'", lambda: iht2(M, debias="step"), []),
                     ("omp (default)", lambda: omp(M), [ortho]),
                     ("omp exact_nnls=False (the previous default)", lambda: omp(M, exact_nnls=False), [])]
         if not sparse_only:
-            variants += [("giga", lambda: giga(M), [("GIGA (numpy_reference)", lambda: npref.giga(V, M))]),
+            variants += [("giga", lambda: giga(M), [("GIGA (numpy_reference)", lambda: (npref.giga(V, M), None))]),
                          ("frank_wolfe", lambda: frank_wolfe(M),
-                          [("Frank-Wolfe (numpy_reference)", lambda: npref.frank_wolfe(V, M))])]
+                          [("Frank-Wolfe (numpy_reference)", lambda: (npref.frank_wolfe(V, M), None))])]
         for label, make, twins in variants:
             row = dict(problem=name, N=V.shape[0], J=V.shape[1], M=M, solver=label)
             with jax.enable_x64(True):
-                w64, t64 = ours(make(), V, y, jnp.float64)
-            w32, t32 = ours(make(), V, y, jnp.float32)
+                w64, t64, it64 = ours(make(), V, y, jnp.float64)
+            w32, t32, it32 = ours(make(), V, y, jnp.float32)
             row.update(error_float64=rel_error(V, y, w64), error_float32=rel_error(V, y, w32),
                        time_float64_s=t64, time_float32_s=t32, points=int(np.sum(w64 > 0)), twins={},
                        float32_roundoff_floor=float(np.sqrt(V.shape[1]) * np.finfo(np.float32).eps * np.sum(
                            np.abs(w32) * np.linalg.norm(V, axis=1)) / np.linalg.norm(y)))
+            if it64 is not None:
+                row.update(iterations_float64=it64, iterations_float32=it32, twin_iterations={})
             for twin_label, twin in twins:
-                row["twins"][twin_label] = rel_error(V, y, twin())
+                w_twin, its = twin()
+                row["twins"][twin_label] = rel_error(V, y, w_twin)
+                if its is not None:
+                    row["twin_iterations"][twin_label] = its
             rows.append(row)
             print(f"{name:>14} {label:>22}: f64 {row['error_float64']:.2e}  f32 {row['error_float32']:.2e}  "
+                  + (f"its {it64}/{it32}  " if it64 is not None else "")
                   + "  ".join(f"[{k}: {v:.2e}]" for k, v in row["twins"].items()), flush=True)
     return rows
 

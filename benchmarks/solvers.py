@@ -95,12 +95,15 @@ def main():
                              "twins) and the GIGA/FW speed-up at the reference setting: results/fidelity.*")
     parser.add_argument("--sparse-vi", action="store_true",
                         help="only add the sparse_vi section (N = 10^4, M in 10, 50, 100) to solvers.json")
+    parser.add_argument("--fidelity-only", action="store_true",
+                        help="with --fidelity: rerun the fidelity table only, keeping the speed rows (and their "
+                             "reference-library setting) already in results/fidelity.json")
     parser.add_argument("--reference-library", default=None, metavar="PATH",
                         help="with --fidelity: a checkout of github.com/trevorcampbell/bayesian-coresets, timed "
                              "on the same V")
     args = parser.parse_args()
     if args.fidelity:
-        fidelity_main(args.reference_library)
+        fidelity_main(args.reference_library, args.fidelity_only)
         return
     if args.sparse_vi:
         path = os.path.join(HERE, "results", "solvers.json")
@@ -156,17 +159,25 @@ def main():
     plot(rows, Ns, os.path.join(HERE, "results", f"{name}.png"))
 
 
-def fidelity_main(reference_library=None):
-    """benchmarks/fidelity.py's table and speed-up, written to results/fidelity.json and .png."""
+def fidelity_main(reference_library=None, fidelity_only=False):
+    """benchmarks/fidelity.py's table and speed-up, written to results/fidelity.json and .png (with
+    fidelity_only, the speed rows of the existing results/fidelity.json are kept)."""
     import fidelity
 
     jax.config.update("jax_enable_x64", True)  # float64 problems are built; float32 runs cast explicitly
     rows = fidelity.fidelity_rows()
-    speed = fidelity.speed_rows(reference_library=reference_library)
+    if fidelity_only:
+        with open(os.path.join(HERE, "results", "fidelity.json")) as f:
+            old = json.load(f)
+        speed, reference_library = old["speed"], old["config"].get("reference_library")
+    else:
+        speed = fidelity.speed_rows(reference_library=reference_library)
     out = dict(config=dict(doc=fidelity.__doc__, jax=jax.__version__, device=str(jax.devices()[0]),
                            cpu_count=os.cpu_count(), platform=platform.platform(),
                            reference_library=reference_library,
-                           note="shared 2-core CPU; times are medians of one run"),
+                           note="shared 2-core CPU; times are medians of one run"
+                                + ("; the speed rows are from the previous run (--fidelity-only)"
+                                   if fidelity_only else "")),
                fidelity=rows, speed=speed)
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     with open(os.path.join(HERE, "results", "fidelity.json"), "w") as f:

@@ -33,6 +33,7 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from .certificate import Certificate, from_log_ratio
+from .core import compiled
 from .core import Coreset, Model
 from .core import checks as _checks
 from .core import validate as _validate
@@ -102,7 +103,7 @@ def _pass(model: Model, data: Any, draws: Array, reference: Array, chunk: int):
     return carry
 
 
-@functools.partial(jax.jit, static_argnames=("model", "chunk"))
+@compiled.jit(static_argnames=("model", "chunk"))
 def _local_pass(model, data, draws, reference, chunk):
     return tuple(x[None] for x in _pass(model, data, draws, reference, chunk))
 
@@ -117,10 +118,10 @@ def _sharded_pass(model: Model, mesh, chunk: int):
         return tuple(jax.lax.all_gather(x, axes) for x in _pass(model, data, draws, reference, chunk))
 
     # all_gather makes the partials identical on every device; the VMA check cannot see that through the scan.
-    return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(axes), P(), P()), out_specs=P(), check_vma=False))
+    return compiled.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(axes), P(), P()), out_specs=P(), check_vma=False))
 
 
-@functools.partial(jax.jit, static_argnames=("model",))
+@compiled.jit(static_argnames=("model",))
 def _coreset_term(model, rows, weights, draws, reference):
     """(S,) sum_m w_m (L_m(theta_s) - c_m) on the coreset rows, and its flags."""
     total = _relative_sums(model, rows, draws, reference, weights)

@@ -28,13 +28,13 @@ below ~1e-3 are not meaningful in float32.
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from .core import compiled
 
 __all__ = ["AUTO_METHODS", "Compressed", "auto_compress", "compress"]
 
@@ -66,7 +66,7 @@ class Compressed(NamedTuple):
     sampled: bool
 
 
-@functools.partial(jax.jit, static_argnames=("num",))
+@compiled.jit(static_argnames=("num",))
 def _sampled_gram(V: Array, key: Array, num: int) -> Array:
     acc = jnp.promote_types(V.dtype, jnp.float32)
     sq = jnp.sum(jnp.square(V.astype(acc)), axis=1)
@@ -77,19 +77,19 @@ def _sampled_gram(V: Array, key: Array, num: int) -> Array:
     return jnp.dot(Vs.T, Vs, precision=_HIGHEST)
 
 
-@jax.jit
+@compiled.jit
 def _gram(V: Array) -> Array:
     Vf = V.astype(jnp.promote_types(V.dtype, jnp.float32))
     return jnp.dot(Vf.T, Vf, precision=_HIGHEST)
 
 
-@jax.jit
+@compiled.jit
 def _eig_desc(G: Array) -> tuple[Array, Array]:
     lam, U = jnp.linalg.eigh(G)
     return jnp.maximum(lam[::-1], 0.0), U[:, ::-1]
 
 
-@jax.jit
+@compiled.jit
 def _project_rows(V: Array, B: Array) -> tuple[Array, Array, Array, Array]:
     """A = V B, ||V||_F^2, ||A||_F^2 and sum_n v_n in one jitted pass."""
     acc = B.dtype

@@ -35,6 +35,7 @@ from . import projection as _projection
 from .registry import METHODS, POSTERIOR_METHODS, Construction, Start, resolve
 from .solvers.base import make_problem, run
 from .solvers.ops import refit_support
+from .core import compiled as _compiled_fns
 
 __all__ = ["METHODS", "POSTERIOR_METHODS", "build", "build_fn", "coreset", "coreset_fn", "relative_error"]
 
@@ -67,8 +68,9 @@ def build_fn(method: Any, size: int, *, refit: bool = False, **options):
     """The pure core of `build`: `(V, key) -> Coreset` for a vector method (jittable, vmappable).
 
     `jax.vmap(build_fn("giga", 100), in_axes=(None, 0))(V, keys)` runs a batch of trials in one call; the
-    result's arrays gain a leading batch axis. Under a data mesh (V sharded along N, traced inside
-    `jax.set_mesh`), rows are gathered with the mesh-aware `take_rows`, so V is never all-gathered.
+    result's arrays gain a leading batch axis. With V sharded along N (`cj.shard`), rows are gathered with the
+    mesh-aware `take_rows`, so V is never all-gathered: under `jax.set_mesh`, and also from a plain
+    `jax.jit(solve)(V, key)`, which traces under the mesh V lives on (`sharding.input_mesh`).
 
     Args:
       method: a name in `cj.METHODS` or a vector `cj.Construction`.
@@ -88,6 +90,11 @@ def build_fn(method: Any, size: int, *, refit: bool = False, **options):
     solver = construction.make(size, **dict(construction.check_options(options)))
 
     def solve(V: jax.Array, key: jax.Array) -> Coreset:
+        # jit without jax.set_mesh: trace under the mesh V lives on, so rows are read where they live
+        with _sharding.input_mesh(V):
+            return _solve(V, key)
+
+    def _solve(V: jax.Array, key: jax.Array) -> Coreset:
         if V.ndim != 2 or size > V.shape[0]:
             raise ValueError(f"size: must be at most N = {V.shape[0]} (V of shape {V.shape})")
         problem = make_problem(V)
@@ -104,7 +111,7 @@ def build_fn(method: Any, size: int, *, refit: bool = False, **options):
 @functools.lru_cache(maxsize=256)
 def _compiled_build(construction: Construction, size: int, options: tuple):
     """One jitted core per (construction, size, options): the same shapes never recompile."""
-    return jax.jit(build_fn(construction, size, **dict(options)))
+    return _compiled_fns.jit(build_fn(construction, size, **dict(options)))
 
 
 def _check_finite_result(cs: Coreset) -> Coreset:
@@ -114,15 +121,21 @@ def _check_finite_result(cs: Coreset) -> Coreset:
     return cs
 
 
+@_compiled_fns.jit
+def _peak(V: jax.Array) -> jax.Array:
+    """max |v_nj|: one executable per shape (core/compiled.py), serving `rescaled` and `build`'s zero check."""
+    return jnp.max(jnp.abs(V))
+
+
 def rescaled(V: jax.Array, peak: Optional[float] = None) -> jax.Array:
     """V times an exact power of two that brings max |v_nj| into [2^-20, 2^20], or V itself when it is
-    there already (one pass over V; no copy in the usual case).
+    there already (one pass over V; no copy in the usual case). `peak` is max |v_nj| if already known.
 
     Every vector-sum problem is invariant to scaling V (w solves sum v ~ V^T w for V and for cV), but the
     solvers square and multiply entries of V: at 1e+-30 float32 overflows (inf/inf = NaN) or underflows
     (norms of 0, "every row is zero"). A power of two changes no mantissa, so the coreset is the one of V.
     """
-    peak = float(jnp.max(jnp.abs(V))) if peak is None else peak  # the caller's pass may have it already
+    peak = float(_peak(V)) if peak is None else peak  # the caller's pass may have it already
     if peak == 0.0 or 2.0 ** -20 <= peak <= 2.0 ** 20 or not np.isfinite(peak):
         return V
     return V * jnp.asarray(2.0 ** -round(float(np.log2(peak))), V.dtype)
@@ -227,7 +240,7 @@ def _maybe_compress(V, construction: Construction, size: int, options: dict, com
     return _compress.compress(V, tol)
 
 
-@jax.jit
+@_compiled_fns.jit
 def _errors_on_v_and_a(V, target, A, indices, weights):
     """Absolute errors ||sum v_n - V^T w|| and ||sum a_n - A^T w|| of the same weights (support rows only)."""
     def error(X, y):
@@ -235,7 +248,7 @@ def _errors_on_v_and_a(V, target, A, indices, weights):
     return error(V, target), error(A, jnp.sum(A.astype(target.dtype), axis=0))
 
 
-@jax.jit
+@_compiled_fns.jit
 def _full_error(V, target, indices, weights):
     """Relative error on the uncompressed V, reading only its support rows."""
     return _support_error(V, target, indices, weights)
@@ -342,7 +355,7 @@ def compiled_coreset_fn(model: Model, construction: Construction, size: int, opt
     """`jax.jit(coreset_fn(...))`, cached per (model, construction, size, options) so that repeated calls
     (streaming reductions, the CLI's repeats) never recompile; `options` is `construction.check_options`'s
     sorted tuple."""
-    return jax.jit(coreset_fn(model, construction, size, **dict(options)))
+    return _compiled_fns.jit(coreset_fn(model, construction, size, **dict(options)))
 
 
 def start_from(approx: Any, key: jax.Array, num: int = 256) -> Start:

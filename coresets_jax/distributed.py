@@ -28,6 +28,7 @@ from .construct import _key_for, build_fn, coreset_fn, rescaled, resolve_pi_hat,
 from .core import Coreset, Model
 from .core import validate as _validate
 from .registry import Construction, resolve
+from .core import compiled as _compiled_fns
 
 __all__ = ["merged_coreset"]
 
@@ -52,7 +53,7 @@ def _compiled(construction: Construction, size: int, options: tuple, num_shards:
     solve = build_fn(construction, size, **dict(options))
 
     if mesh is None:
-        @jax.jit
+        @_compiled_fns.jit
         def merged(V, keys):
             blocks = V.reshape(num_shards, V.shape[0] // num_shards, V.shape[1])
             return _solve_blocks(solve, blocks, keys, jnp.asarray(0))
@@ -65,8 +66,8 @@ def _compiled(construction: Construction, size: int, options: tuple, num_shards:
         blocks = V.reshape(per_device, V.shape[0] // per_device, V.shape[1])
         return _solve_blocks(solve, blocks, keys, jax.lax.axis_index(axes) * per_device)
 
-    return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(axes), P(axes)), out_specs=P(axes),
-                                 check_vma=False))
+    return _compiled_fns.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(axes), P(axes)), out_specs=P(axes),
+                                           check_vma=False))
 
 
 def _merged_posterior(construction, model, data, size, num_shards, key, approx, options) -> Coreset:

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import functools
 import itertools
 from typing import Any, Optional, Sequence
 
@@ -23,6 +22,7 @@ import numpy as np
 from .core import checks as _checks
 from .core import validate as _validate
 from .core.model import log_likelihoods
+from .core import compiled
 
 __all__ = [
     "gaussian_kl",
@@ -178,7 +178,7 @@ def wasserstein1(samples_a, samples_b, *, max_points: int = 1000, seed: int = 0)
     return float(cost[rows, cols].mean())
 
 
-@functools.partial(jax.jit, static_argnames=("degree", "block"))
+@compiled.jit(static_argnames=("degree", "block"))
 def _mean_kernel(x, y, degree: int, offset, block: int = 1024):
     """mean_{i,j} (x_i . y_j + offset)^degree, accumulated over row blocks of x (memory O(block * |y|))."""
     n = x.shape[0]
@@ -244,7 +244,7 @@ def test_log_likelihood(model, test_data: Any, samples) -> jax.Array:
     return jnp.mean(pred)
 
 
-@functools.partial(jax.jit, static_argnames=("model",))
+@compiled.jit(static_argnames=("model",))
 def _test_log_likelihood(model, test_data, thetas):
     """Per held-out row: log (1/S) sum_s p(x | theta_s), shape (T,)."""
     lls = jax.vmap(lambda t: log_likelihoods(model, t, test_data))(thetas)  # (S, T)

@@ -19,6 +19,7 @@ from .compilation import fast_jit
 from .core import validate as _validate
 from .core import Model, initial_theta, log_likelihoods, weighted_sum
 from .core import checks as _checks
+from .core import compiled
 
 __all__ = ["GaussianApproximation", "PriorSamples", "Samples", "laplace", "laplace_fn", "prior", "samples"]
 
@@ -242,7 +243,7 @@ def laplace_fn(model: Model, *, method: str = "newton", scale: float = 1.0, max_
 
 @functools.lru_cache(maxsize=64)
 def _compiled(model: Model, method: str, scale: float, max_iter: int, tol: float, learning_rate):
-    return jax.jit(laplace_fn(model, method=method, scale=scale, max_iter=max_iter, tol=tol,
+    return compiled.jit(laplace_fn(model, method=method, scale=scale, max_iter=max_iter, tol=tol,
                               learning_rate=learning_rate))
 
 

@@ -24,6 +24,7 @@ from .core import validate as _validate
 from .core import checks as _checks
 from .core.model import Model
 from .pihat import GaussianApproximation, gaussian_draws
+from .core import compiled
 
 __all__ = ["NORMS", "features", "matrix_stats", "project", "project_fn"]
 
@@ -70,7 +71,7 @@ def _datum_features(model: Model, norm: str, thetas: Array, coords: Array):
     return features
 
 
-@functools.partial(jax.jit, static_argnames=("model", "norm", "chunk_size", "dtype", "show_progress"))
+@compiled.jit(static_argnames=("model", "norm", "chunk_size", "dtype", "show_progress"))
 def _project(model: Model, data: Any, thetas: Array, coords: Array, norm: str, chunk_size: int, dtype,
              show_progress: bool = False):
     num_features, dim = thetas.shape

@@ -12,6 +12,8 @@ run on every device and return the single-device result up to floating-point tol
   which under a data mesh reads the row on the device that owns it and `psum`s it (J floats), and take a
   global top-k with `top_k` (a local top-k, then a gather of the D*k candidates). Without a mesh both are
   plain `x[idx]` and `lax.top_k`, so single-device code is unchanged.
+- The pure core `cj.build_fn(...)`, jitted by the user without `jax.set_mesh`, traces under the mesh its V
+  lives on (`input_mesh`, from V's abstract value), so that call is gather-free too.
 
 Convention: under a data mesh every array whose leading axis is N is split along all axes of the mesh, in
 mesh order (what `shard` produces). An array laid out differently is still handled correctly (shard_map
@@ -35,9 +37,10 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from .core import validate as _validate
 from .core.rows import _current_axes, take_rows, top_k  # noqa: F401 (re-exported)
+from .core import compiled
 
-__all__ = ["DATA_AXIS", "data_mesh", "leading_mesh", "make_data_mesh", "rowwise", "shard", "take_rows",
-           "top_k"]
+__all__ = ["DATA_AXIS", "data_mesh", "input_mesh", "leading_mesh", "make_data_mesh", "rowwise", "shard",
+           "take_rows", "top_k"]
 
 DATA_AXIS = "data"
 Array = jax.Array
@@ -129,6 +132,28 @@ def data_mesh(x: Any):
     return contextlib.nullcontext() if mesh is None else jax.set_mesh(mesh)
 
 
+def input_mesh(x: Any):
+    """A context that makes the mesh `x` lives on current, for code that may be traced without one.
+
+    `jax.jit(cj.build_fn(...))(V_sharded, key)` traces with no mesh set (no `jax.set_mesh`), so `take_rows`
+    and `top_k` would take their plain forms and XLA would all-gather V for every row read. Inside a trace
+    the input's abstract value still carries the mesh it lives on (not its Auto axes' layout, which is why
+    the convention of `shard` is assumed: split along N over all axes); this makes that mesh current with
+    `jax.sharding.use_abstract_mesh`. A no-op under a current mesh, for unsharded input, and outside a trace
+    for a concrete `x` it is `data_mesh(x)`.
+    """
+    if not jax.sharding.get_abstract_mesh().empty:
+        return contextlib.nullcontext()
+    leaf = next(iter(jax.tree_util.tree_leaves(x)), None)
+    if leaf is None or not isinstance(leaf, jax.core.Tracer):
+        return data_mesh(x)
+    mesh = getattr(getattr(jax.typeof(leaf), "sharding", None), "mesh", None)
+    if mesh is None or mesh.empty or not any(t == jax.sharding.AxisType.Auto and mesh.shape[a] > 1
+                                             for a, t in zip(mesh.axis_names, mesh.axis_types)):
+        return contextlib.nullcontext()
+    return jax.sharding.use_abstract_mesh(mesh)
+
+
 # --------------------------------------------------------------------------------------------------------
 # Row-wise maps (projection).
 
@@ -142,7 +167,7 @@ def _rowwise_compiled(fn: Callable, mesh: Mesh, prefix: tuple, suffix: tuple, nu
 
     mapped = jax.shard_map(local, mesh=mesh, in_specs=(P(axes),) + (P(),) * num_replicated,
                            out_specs=P(axes))
-    return jax.jit(mapped)
+    return compiled.jit(mapped)
 
 
 def rowwise(fn: Callable, data: Any, *replicated: Any, prefix: tuple = (), suffix: tuple = ()) -> Any:

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..compilation import fast_jit
+from . import compiled
 from .coreset import Coreset
 from .rows import take_data
 
@@ -72,7 +73,7 @@ def host_array(x: Any) -> Any:
     return np.asarray(x)
 
 
-@jax.jit
+@compiled.jit
 def _count_nonfinite(x: jax.Array) -> jax.Array:
     return jnp.sum(~jnp.isfinite(x))
 

@@ -27,6 +27,7 @@ from ..pihat import gaussian_draws, laplace_fn
 from . import kernels as _kernels
 from .driver import sample_fn
 from .posterior import Posterior, check_diagnostics, diagnostics
+from ..core import compiled as _compiled_fns
 
 __all__ = ["METHODS", "sample", "trace_count"]
 
@@ -58,7 +59,7 @@ def _compiled(model: Model, method: str, num_samples: int, num_warmup: int, num_
         samples, stats = run(key, rows, weights, init_positions, init_cov)
         return samples, stats, jnp.all(jnp.isfinite(samples))  # the check, in the same program
 
-    return jax.jit(traced)
+    return _compiled_fns.jit(traced)
 
 
 # Rows x D^2 up to which the starting-point program is compiled fast (`compilation.FAST_COMPILE`): its

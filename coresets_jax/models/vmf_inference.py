@@ -7,13 +7,13 @@
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
+from ..core import compiled
 from .vmf import VMFParams, pack, sample_vmf, _component_logits
 
 __all__ = ["ConditionalPiHat", "EMResult", "GibbsSamples", "conditional_pihat", "em", "gibbs"]
@@ -33,7 +33,7 @@ class EMResult(NamedTuple):
     log_likelihood: Array
 
 
-@functools.partial(jax.jit, static_argnames=("num_components", "tau", "iterations"))
+@compiled.jit(static_argnames=("num_components", "tau", "iterations"))
 def _em(key, x, w, num_components, tau, iterations):
     n = x.shape[0]
     # Start from K distinct data points drawn with probability proportional to weight.
@@ -121,7 +121,7 @@ class GibbsSamples(NamedTuple):
     omega: Array
 
 
-@functools.partial(jax.jit, static_argnames=("tau", "num_samples", "num_warmup", "thin", "unit_counts"))
+@compiled.jit(static_argnames=("tau", "num_samples", "num_warmup", "thin", "unit_counts"))
 def _gibbs(key, x, w, init_mu, init_omega, tau, num_samples, num_warmup, thin, unit_counts=False):
     """The sweep loop of `gibbs` (pure; vmap it over keys and weighted datasets). `unit_counts` (static):
     every w_n <= 1, so ceil(w_n) is 0 or 1 and Eq. 7.7's multinomial is one categorical draw (much faster;

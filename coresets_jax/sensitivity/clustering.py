@@ -3,7 +3,6 @@ iterations, on a uniform subsample (LR App. E); every row is then assigned to it
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any, NamedTuple, Optional
 
@@ -11,6 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from ..core import validate as _validate
+from ..core import compiled
 
 __all__ = ["KMeans", "default_subsample", "kmeans", "kmeans_fn"]
 
@@ -54,7 +54,7 @@ def _seed(key: Array, Z: Array, k: int) -> Array:
     return centers
 
 
-@functools.partial(jax.jit, static_argnames=("k", "iterations"))
+@compiled.jit(static_argnames=("k", "iterations"))
 def _lloyd(key: Array, Z: Array, k: int, iterations: int) -> Array:
     centers = _seed(key, Z, k)
 
@@ -67,7 +67,7 @@ def _lloyd(key: Array, Z: Array, k: int, iterations: int) -> Array:
     return jax.lax.fori_loop(0, iterations, body, centers)
 
 
-@jax.jit
+@compiled.jit
 def _assign(Z: Array, centers: Array) -> KMeans:
     labels, d2 = _nearest(Z, centers)
     k = centers.shape[0]

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 
 from ..core import Coreset
 from ..core import validate as _validate
+from ..core import compiled
 from .sampling import sensitivity_sample
 
 __all__ = ["gaussian_mean_coreset", "gaussian_mean_sensitivity"]
@@ -16,7 +17,7 @@ __all__ = ["gaussian_mean_coreset", "gaussian_mean_sensitivity"]
 Array = jax.Array
 
 
-@jax.jit
+@compiled.jit
 def _gaussian_mean_sensitivity(y: Array) -> Array:
     n = y.shape[0]
     ybar = jnp.mean(y, axis=0)

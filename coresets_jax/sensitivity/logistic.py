@@ -24,7 +24,6 @@ mean of G_i^(-n). Following LR App. E:
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any, Optional
 
@@ -34,6 +33,7 @@ import jax.numpy as jnp
 from ..core import Coreset
 from ..core import checks as _checks
 from ..core import validate as _validate
+from ..core import compiled
 from ..models.glm import logistic_regression as _logistic_regression
 from .clustering import KMeans, default_subsample, kmeans, kmeans_fn
 from .sampling import _sample, sensitivity_sample
@@ -45,7 +45,7 @@ CENTERS = ("original", "exact")
 _LOGISTIC = _logistic_regression()  # only its data spec is used: (X, y), y in {-1, +1} or {0, 1}
 
 
-@functools.partial(jax.jit, static_argnames=("exact",))
+@compiled.jit(static_argnames=("exact",))
 def _lemma_3_1(Z: Array, clusters: KMeans, radius: Array, exact: bool) -> Array:
     """m_n of Eq. 3.1, streamed over rows (each row needs its k distances, O(k D))."""
     n = Z.shape[0]

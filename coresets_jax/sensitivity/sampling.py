@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import jax
@@ -11,6 +10,7 @@ import jax.numpy as jnp
 from ..core import Coreset
 from ..core import validate as _validate
 from ..core.rows import inverse_cdf
+from ..core import compiled
 from ..solvers.base import aggregate_draws
 
 __all__ = ["sensitivity_sample"]
@@ -18,7 +18,7 @@ __all__ = ["sensitivity_sample"]
 Array = jax.Array
 
 
-@functools.partial(jax.jit, static_argnames=("size",))
+@compiled.jit(static_argnames=("size",))
 def _sample(key: Array, sensitivity: Array, size: int):
     # Inverse-CDF draws, O(N + M log N); `jax.random.categorical` with shape (M,) would hold M x N noise.
     total = jnp.sum(sensitivity)

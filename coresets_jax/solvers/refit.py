@@ -16,13 +16,14 @@ from ..core import validate as _validate
 from ..core import Coreset
 from .base import make_problem
 from .ops import refit_support
+from ..core import compiled as _compiled_fns
 
 __all__ = ["refit", "refit_arrays"]
 
 
 @functools.lru_cache(maxsize=64)
 def _compiled(max_iter: int, tol: float):
-    @jax.jit
+    @_compiled_fns.jit
     def solve(V, indices, weights):
         _, w, res = refit_support(make_problem(V), indices, weights, max_iter, tol)
         return w, res.iterations, res.kkt
