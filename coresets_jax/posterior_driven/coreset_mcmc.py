@@ -60,12 +60,12 @@ import jax.numpy as jnp
 import optax
 
 from .. import progress as _progress
-from ..core import Model, log_likelihoods, take_data, weighted_log_density
+from ..core import Model, take_data, weighted_log_density
 from ..inference import kernels as _kernels
 from ..inference.driver import init_chains, step_chains
 from .common import (check_bool, check_count, check_fraction, check_kernel, check_positive, coreset_start,
-                     default_subsample, full_data_estimator, initial_coreset, kl_estimate, run_until_stationary,
-                     start_chains)
+                     default_subsample, full_data_estimator, initial_coreset, kl_estimate, relative_lls,
+                     run_until_stationary, start_chains)
 from .compare import Z, better, paired_kl_difference
 from .natural import (Preconditioner, effective_dimension, natural_direction, push_history,
                       refresh_preconditioner, window_gradient)
@@ -234,7 +234,7 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
         rows_per_estimate = default_subsample(subsample, size, data_weights.shape[0], per_step=True)
         estimate = full_data_estimator(model, data, data_weights, rows_per_estimate, start.mean, dtype,
                                        control_variate)
-        lls = jax.vmap(lambda th, rw: log_likelihoods(model, th, rw), in_axes=(0, None))
+        lls = relative_lls(model, rows, start.mean, dtype)
 
         chain_start = coreset_start(model, rows, w0, start) if hot_start else start
         chains, tuning = start_chains(k_chains, kernel, weighted_log_density(model, rows, w0), chain_start,
@@ -250,7 +250,7 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
         def record(carry, chains):
             pre, key = carry
             key, k_sub = jax.random.split(key)
-            return push_history(pre, lls(chains.position, rows), estimate(k_sub, chains.position)), key
+            return push_history(pre, lls(chains.position), estimate(k_sub, chains.position)), key
 
         chains, hot_steps, hot_done, (precond, _) = run_until_stationary(
             k_hot, kernel, weighted_log_density(model, rows, w0), chains, tuning, settings,
@@ -271,7 +271,7 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
             if adapts:  # keep the step size valid for the moving target
                 tuning = tuning._replace(step_size=tuning.step_size * jnp.exp(adapt_gain * (acc - target_accept)))
             thetas = chains.position
-            core = lls(thetas, rows).astype(dtype)
+            core = lls(thetas)
             target = estimate(k_sub, thetas)
             grad = kl_gradient_from_target(core, target, s.weights)
             grad = jnp.where(live & jnp.isfinite(grad), grad, 0.0)
@@ -298,7 +298,7 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
             def check(_):
                 w_a, w_b = thirds(blocks)
                 flat = recent.reshape(-1, d)
-                drift = drift_kl(lls(flat, rows).astype(dtype), w_a, w_b)
+                drift = drift_kl(lls(flat), w_a, w_b)
                 window = jnp.arange(precond.history.shape[0]) < precond.filled
                 level = kl_estimate(precond.history, precond.targets, w_b, window)
                 # A run whose steps the trust region still shortens is travelling, whatever its drift.
@@ -339,7 +339,7 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
             _, (samples, acc) = _progress.scan(draw, chains, jax.random.split(key, num_draws),
                                                desc="coreset MCMC (draws)")
             flat = samples.reshape(-1, d)
-            core = lls(flat, rows).astype(dtype)
+            core = lls(flat)
             target = estimate(jax.random.fold_in(key, 1), flat).astype(dtype)
             return samples, acc, kl_estimate(core, target, weights), core, target
 

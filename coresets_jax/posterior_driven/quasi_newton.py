@@ -41,10 +41,11 @@ import jax
 import jax.numpy as jnp
 
 from .. import progress as _progress
-from ..core import Model, log_likelihoods, take_data, weighted_log_density
+from ..core import Model, take_data, weighted_log_density
 from ..inference.driver import step_chains
 from .common import (check_bool, check_count, check_kernel, check_positive, coreset_start, default_subsample,
-                     full_data_estimator, initial_coreset, kl_estimate, run_until_stationary, start_chains)
+                     full_data_estimator, initial_coreset, kl_estimate, relative_lls, run_until_stationary,
+                     start_chains)
 from .compare import Z, better, paired_kl_difference
 
 __all__ = ["newton_direction", "quasi_newton"]
@@ -183,7 +184,7 @@ def quasi_newton(model: Model, size: int, kernel: str = "slice", kernel_settings
         d = start.mean.shape[0]
         estimate = full_data_estimator(model, data, data_weights, default_subsample(subsample, size, data_weights.shape[0]),
                                        start.mean, dtype, control_variate)
-        lls = jax.vmap(lambda th, rw: log_likelihoods(model, th, rw), in_axes=(0, None))
+        lls = relative_lls(model, rows, start.mean, dtype)
         chain_start = coreset_start(model, rows, w0, start) if hot_start else start
         chains, tuning = start_chains(k_chains, kernel, weighted_log_density(model, rows, w0), chain_start,
                                       num_chains, num_warmup, settings)
@@ -202,7 +203,7 @@ def quasi_newton(model: Model, size: int, kernel: str = "slice", kernel_settings
 
             chains, kept = jax.lax.scan(one, chains, jax.random.split(k_draw, num_draws))
             flat = kept.reshape(-1, d)
-            core = lls(flat, rows).astype(dtype)
+            core = lls(flat)
             target = estimate(k_sub, flat).astype(dtype)
             direction, grad = newton_direction(core, target, weights, tau, live)
             return Sampled(chains, kept, core, target, grad, direction, kl_estimate(core, target, weights), burn)
