@@ -214,12 +214,18 @@ def run_one(name, problem, ref, method, size, trial, options, label) -> dict:
            "points": int(cs.num_points)}
     draws = posterior_draws(problem, jax.random.key(trial + 17), weights=cs)
     row.update(z2=z2(draws, ref), w1_floor=w1_floor(draws, ref))
+    if problem["kernel"] != GIBBS:  # the one-pass certificate's KL(pi_w || pi) estimate from the same draws
+        try:
+            cert = cj.certify(problem["model"], problem["data"], cs, draws)
+            row.update(cert_kl=float(cert.kl), khat=float(cert.khat))
+        except ValueError as err:
+            row["cert_error"] = str(err)[:200]
     info = cs.info
     if "samples" in info and method == "coreset_mcmc":
         own = np.asarray(info["samples"], np.float64).reshape(-1, draws.shape[1])
         row["z2_own"] = z2(own, ref)
     for k in ("iterations", "hot_start_steps", "hot_start_converged", "converged", "drift_kl",
-              "effective_dimension", "best_step", "kl_estimate", "start_kl_estimate"):
+              "effective_dimension", "best_step", "kl_estimate", "start_kl_estimate", "fell_back", "confirmed"):
         if k in info:
             row[k] = np.asarray(info[k]).item()
     return row
