@@ -16,6 +16,7 @@ Writes benchmarks/results/support_rows.json (each run, medians per cell, reducti
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -47,7 +48,7 @@ def measure(problem, name, cs, key, ref):
     return out
 
 
-def start_for(problem, size, rows, key):
+def start_for(problem, size, rows, key, features=None):
     model, data = problem["model"], problem["data"]
     n = models.n_rows(problem)
     approx = cj.laplace(model, data, key=key)
@@ -55,7 +56,8 @@ def start_for(problem, size, rows, key):
     r = n if rows in (0, None) else min(n, max(rows, 4 * size))
 
     def make():
-        cs, _ = support_start(model, data, size, "omp", thetas, jax.random.fold_in(key, 2), rows=r, build=build)
+        cs, _ = support_start(model, data, size, "omp", thetas, jax.random.fold_in(key, 2), rows=r, build=build,
+                              features=features)
         jax.block_until_ready(cs.weights)
         return cs
 
@@ -71,6 +73,9 @@ def main(argv=None, *, quick=None, out_dir=None):
         p.add_argument("--sizes", nargs="+", type=int, default=[100, 500])
         p.add_argument("--rows", nargs="+", type=int, default=[0, 10_000, 3_000])
         p.add_argument("--refine", action="store_true")
+        p.add_argument("--features", nargs="+", type=int, default=[0],
+                       help="features of a subsampled start (0: the package rule, min(J, max(32, 8 D)))")
+        p.add_argument("--tag", default="")
         p.add_argument("--data-dir", default=common.DATA_DIR)
 
     args = common.resolve(argv, quick, out_dir, __doc__, extra)
@@ -82,12 +87,12 @@ def main(argv=None, *, quick=None, out_dir=None):
         path = os.path.join(models.TMP, f"models_ref_{name}.npz")
         ref = models.reference(name, problem) if os.path.exists(path) else None
         for size in args.sizes:
-            for rows in args.rows:
+            for rows, feats in itertools.product(args.rows, args.features):
                 for trial in range(trials):
                     key = jax.random.key(100 * trial + size)
-                    cs, seconds, r = start_for(problem, size, rows, key)
+                    cs, seconds, r = start_for(problem, size, rows, key, feats or None)
                     row = {"problem": name, "N": n, "M": size, "rows": r, "trial": trial, "start_s": seconds,
-                           "points": int(cs.num_points)}
+                           "features": feats or "rule", "points": int(cs.num_points)}
                     row.update({"start_" + k: v for k, v in measure(problem, name, cs, jax.random.key(trial), ref).items()})
                     if args.refine:
                         with warnings.catch_warnings():
@@ -104,16 +109,16 @@ def main(argv=None, *, quick=None, out_dir=None):
                           flush=True)
     cells = {}
     for r in runs:
-        cells.setdefault((r["problem"], r["M"], r["rows"]), []).append(r)
-    table = [{"problem": p, "M": m, "rows": rows, **{k: float(np.median([r[k] for r in rs]))
-                                                      for k in rs[0] if k.startswith(("start_", "refine"))}}
-             for (p, m, rows), rs in sorted(cells.items())]
+        cells.setdefault((r["problem"], r["M"], r["rows"], str(r.get("features", "rule"))), []).append(r)
+    table = [{"problem": p, "M": m, "rows": rows, "features": f, **{k: float(np.median([r[k] for r in rs]))
+                                                                    for k in rs[0] if k.startswith(("start_", "refine"))}}
+             for (p, m, rows, f), rs in sorted(cells.items())]
     result = {"environment": common.environment(), "command": "python benchmarks/support_rows.py " + " ".join(sys.argv[1:]),
               "reductions": {"trials": f"{trials} per cell", "draws": "2 x 500 NUTS after 500 warm-up per coreset",
                              "metric": "cj.certify KL estimate (no full-data MCMC); z2 only where models.py's "
                                        "reference is cached"},
               "table": table, "runs": runs}
-    common.write_json(result, args.out, "support_rows")
+    common.write_json(result, args.out, "support_rows" + args.tag)
     return result
 
 

@@ -8,7 +8,8 @@ import pytest
 
 import coresets_jax as cj
 from coresets_jax.construct import build
-from coresets_jax.posterior_driven.support import SUPPORT_ROWS, _target_fn, resolve_rows, support_start
+from coresets_jax.posterior_driven.support import (SUPPORT_ROWS, _target_fn, resolve_rows, support_features,
+                                                  support_start)
 
 
 def test_rows_resolve_to_the_cap_at_least_four_per_point_and_at_most_n():
@@ -18,6 +19,7 @@ def test_rows_resolve_to_the_cap_at_least_four_per_point_and_at_most_n():
     assert resolve_rows(3000, 10 ** 5, 100) == 3000
     assert resolve_rows(3000, 10 ** 5, 1000) == 4000
     assert resolve_rows(10 ** 7, 10 ** 5, 10) == 10 ** 5
+    assert support_features(500, 3) == 32 and support_features(500, 11) == 88 and support_features(20, 50) == 20
     for bad in (0, -5, 2.5, True, "all"):
         with pytest.raises(ValueError, match="support_rows"):
             resolve_rows(bad, 100, 10)

@@ -13,6 +13,12 @@ computed in one streamed pass over the N rows (chunks of `CHUNK` rows, memory O(
 reads an R x J matrix. Fitting the subsample's own sum scaled by N / R instead is a uniform coreset of R
 rows in disguise: on biketrips (N = 15,641, heavy-tailed counts) its posterior was 8-19 sd off (z2 69-354
 at R = 3,000-10,000; benchmarks/support_rows.py). `info["support_rows"]` records R.
+
+The target pass still evaluates J features on every row, J full-data gradient passes: at N = 10^6 and
+J = 500 that alone is several seconds, a tenth of full-data NUTS. So when the rows are subsampled, the start
+also uses only the first J_s = min(J, max(32, 8 D)) of the feature draws (`support_features`): the features
+span the posterior's D directions with room to spare, and the refinement then fits the weights against the
+full KL anyway. Measured on BINARY10 (D = 11) and at N = 10^6 in benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -33,6 +39,13 @@ __all__ = ["SUPPORT_ROWS", "resolve_rows", "support_start"]
 SUPPORT_ROWS = 50_000   # rows projected for the start by default (benchmarks/support_rows.py)
 MIN_ROWS_PER_POINT = 4  # a start of M points is built on at least 4 M rows
 CHUNK = 16_384          # rows per step of the streamed pass for the target
+FEATURES_PER_DIM = 8    # subsampled starts use J_s = min(J, max(MIN_FEATURES, 8 D)) features
+MIN_FEATURES = 32
+
+
+def support_features(num_features: int, dim: int) -> int:
+    """J_s, the features a subsampled start projects (module docstring)."""
+    return min(num_features, max(MIN_FEATURES, FEATURES_PER_DIM * dim))
 
 
 def resolve_rows(support_rows: Any, n: int, size: int) -> int:
@@ -76,9 +89,11 @@ def _solve_fn(method: str, size: int):
 
 
 def support_start(model: Model, data: Any, size: int, method: Any, thetas: jax.Array, key: jax.Array, *,
-                  rows: int, build: Callable, norm: str = "fisher", dtype=None) -> tuple[Coreset, Optional[jax.Array]]:
+                  rows: int, build: Callable, norm: str = "fisher", dtype=None,
+                  features: Optional[int] = None) -> tuple[Coreset, Optional[jax.Array]]:
     """The starting coreset of `size` slots: `method`'s coreset on projected features, with candidates from
-    all rows or a uniform subsample of `rows` of them and the full-data sum as the target (module docstring).
+    all rows or a uniform subsample of `rows` of them (then on the first `support_features` of the feature
+    draws, or `features` of them) and the full-data sum as the target (module docstring).
 
     Returns (coreset with indices into the full data, V): V is the (N, J) projection when every row was
     projected, else None (V_R's rows are a subsample)."""
@@ -88,6 +103,7 @@ def support_start(model: Model, data: Any, size: int, method: Any, thetas: jax.A
         return build(V, size, method, key), V
     k_rows, k_proj = jax.random.split(key)
     name = resolve(method, needs="vectors").name
+    thetas = thetas[: features or support_features(thetas.shape[0], thetas.shape[1])]
     picked = jax.random.choice(k_rows, n, (rows,), replace=False).astype(jnp.int32)
     V = project(model, take_data(data, picked), thetas, norm=norm, key=k_proj, dtype=dtype)
     compute = jnp.promote_types(jnp.float32 if dtype is None else dtype, jnp.float32)
