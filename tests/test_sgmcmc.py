@@ -37,6 +37,7 @@ def test_cv_gradient_is_exact_at_the_anchor_and_unbiased_elsewhere():
     assert np.all(np.asarray(estimates.std(0)) < 0.1 * plain_sd), (estimates.std(0), plain_sd)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["sgld", "sghmc"])
 def test_draws_match_the_gaussian_location_posterior(method):
     D, N = 2, 5000
