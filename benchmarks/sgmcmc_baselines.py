@@ -103,18 +103,19 @@ def main(argv=None, *, quick=None, out_dir=None):
                 # (a) equal likelihood evaluations
                 steps = max(int((cm_evals - n) / per_step), 20)
                 res = run_sg(problem, method, steps, jax.random.fold_in(key, 1), anchor)
+                eval_steps, eval_s = steps, res.wall_time
                 runs.append({"problem": name, "trial": trial, "M": args.size, "N": n, "method": method,
                              "budget": "evaluations", "steps": steps, "wall_s": res.wall_time,
                              "evaluations": res.gradient_evaluations, "step_size": res.step_size,
                              **score(res.samples, ref)})
                 print(json.dumps(runs[-1]), flush=True)
                 # (b) equal wall time, compilation included (every call compiles its own scan): wall(s) =
-                # c + s p, calibrated on two lengths
-                probe = [run_sg(problem, method, s, jax.random.fold_in(key, 2), anchor).wall_time
-                         for s in (200, 2000)]
-                per_s = max((probe[1] - probe[0]) / 1800, 1e-9)
-                compile_s = max(probe[0] - 200 * per_s, 0.0)
-                steps = max(int((cm_s - compile_s) / per_s), 20)
+                # c + s p, from a 200-step probe and the equal-evaluations run
+                probe = run_sg(problem, method, 200, jax.random.fold_in(key, 2), anchor).wall_time
+                per_s = (eval_s - probe) / (eval_steps - 200) if eval_steps > 2000 and eval_s > probe else eval_s / eval_steps
+                per_s = max(per_s, 1e-7)
+                compile_s = max(probe - 200 * per_s, 0.0)
+                steps = int(min(max((cm_s - compile_s) / per_s, 20), 2_000_000))
                 res = run_sg(problem, method, steps, jax.random.fold_in(key, 3), anchor)
                 runs.append({"problem": name, "trial": trial, "M": args.size, "N": n, "method": method,
                              "budget": "wall_time", "steps": steps, "wall_s": res.wall_time,
