@@ -352,6 +352,7 @@ def main(argv=None, *, quick=None, out_dir=None):
         p.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS))
         p.add_argument("--options", default="{}", help="JSON dict of options for the posterior methods")
         p.add_argument("--label", default=None, help="method label in the ledger (default: the method)")
+        p.add_argument("--label-suffix", default="", help="appended to each method's label (e.g. a code version)")
         p.add_argument("--report", action="store_true", help="only aggregate the ledger")
         p.add_argument("--markdown", action="store_true", help="with --report: print the README table")
         p.add_argument("--data-dir", default=common.DATA_DIR)
@@ -380,7 +381,7 @@ def main(argv=None, *, quick=None, out_dir=None):
                     continue
                 for trial in range(trials):
                     for method in args.methods:
-                        label = args.label or method
+                        label = args.label or method + args.label_suffix
                         if (name, label, size, trial) in done:
                             continue
                         opts = options if method in cj.POSTERIOR_METHODS else {}
