@@ -464,7 +464,7 @@ def _warn_unfinished(info: dict, name: str) -> None:
 def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
             key: Optional[jax.Array] = None, *, norm: str = "fisher", num_features: int = 500,
             pi_hat: Any = None, dtype=None, init: Any = None, return_vectors: bool = False,
-            support: Any = None, certify: bool = False, **options):
+            support: Any = None, support_rows: Any = None, certify: bool = False, **options):
     """The whole pipeline of HC Algorithm 3: pi_hat, random projection, then the sparse solver.
 
     Args:
@@ -489,6 +489,9 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
         weights are then optimised against the coreset posterior; `info["support"]` names it. None (default):
         the method's `default_support` ("omp" for coreset_mcmc and quasi_newton, chosen in
         benchmarks/models.py; "uniform" for sparse_vi).
+      support_rows: rows projected for the `support` start: None (default) every row up to 50,000, else a
+        uniform subsample of 50,000 (at least 4 M), the start's weights scaled by N / rows
+        (`posterior_driven/support.py`, measured in benchmarks/support_rows.py); an int sets the cap.
       certify: certify the result against the full data (`cj.certify`) and attach it as `cs.certificate`.
         Posterior-driven methods certify their own draws (`info["samples"]`); for the others the draws are
         `cj.sample(model, data, key, weights=cs)` with NUTS, 2 chains of 500 + 500 steps on the coreset's rows.
@@ -499,7 +502,8 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
         raise ValueError(f"certify: expected True or False, got {certify!r}")
     if certify:
         result = coreset(model, data, size, method, key, norm=norm, num_features=num_features, pi_hat=pi_hat,
-                         dtype=dtype, init=init, return_vectors=return_vectors, support=support, **options)
+                         dtype=dtype, init=init, return_vectors=return_vectors, support=support,
+                         support_rows=support_rows, **options)
         cs, V = result if return_vectors else (result, None)
         cs = _certified(model, data, cs, key)
         return (cs, V) if return_vectors else cs
@@ -510,6 +514,10 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
     if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < 1:
         raise ValueError(f"num_features: must be a positive integer, got {num_features!r}")
     support_method = _resolve_support(support, construction)
+    if support_rows is not None and support_method is None:
+        raise ValueError("support_rows: only a posterior-driven method started from a vector method's coreset "
+                         "(support=...) projects rows; leave support_rows unset")
+    rows = _posterior_driven.support.resolve_rows(support_rows, n, size)
     if construction.needs == "posterior":
         opts = construction.check_options(options)
         construction.make(model, size, **dict(opts))  # every option's value checked before any work
@@ -522,21 +530,25 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
         start_time = time.perf_counter()
         initial, V, slots = None, None, size
         if support_method is not None:
-            V, stats = _projection.features(model, data, approx, key_theta, key_proj, norm, num_features, dtype)
-            start_cs = _build(V, stats, size, support_method, key_proj, "auto", 3e-3, {})
+            thetas = approx.sample(key_theta, num_features)
+            start_cs, V = _posterior_driven.support.support_start(model, data, size, support_method, thetas,
+                                                                  key_proj, rows=rows, build=build, norm=norm,
+                                                                  dtype=dtype)
             initial, slots = _compact_start(start_cs, size)
         solve = compiled_coreset_fn(model, construction, slots, opts)
         cs = _check_finite_result(solve(key_solve, jax.tree_util.tree_map(jnp.asarray, data),
                                         start_from(approx, key_theta), initial=initial))
         if support_method is not None:
             cs = _pad_result(cs, size, support_method.name)
+            cs = Coreset(cs.indices, cs.weights, dict(cs.info, support_rows=rows), cs.method)
         _warn_stuck_chains(cs.info, construction.name)
         _warn_unfinished(cs.info, construction.name)
         cs = Coreset(cs.indices, cs.weights, cs.info, cs.method, {
             "method": construction.name, "size": size, "options": dict(opts), "key": _key_data(key),
             "N": n, "time_s": time.perf_counter() - start_time,
             "support": "uniform" if support_method is None else support_method.name,
-            "data_digest": _io.digest(data)})
+            "data_digest": _io.digest(data),
+            "support_rows": rows if support_method is not None else None})
         return (cs, V) if return_vectors else cs
     V, stats = _projection.features(model, data, approx, key_theta, key_proj, norm, num_features, dtype)
     compress, compress_tol = options.pop("compress", "auto"), options.pop("compress_tol", 3e-3)

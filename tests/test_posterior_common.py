@@ -71,3 +71,36 @@ def test_hot_start_is_the_closed_form_posterior_of_the_initial_coreset():
     mean, cov = cj.models.gaussian_mean_posterior(rows, w)
     np.testing.assert_allclose(np.asarray(got.mean), np.asarray(mean), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(np.asarray(got.cov), np.asarray(cov), rtol=1e-3, atol=1e-8)
+
+
+def test_relative_log_likelihoods_and_sums_against_numpy_float64():
+    # Rows are taken relative to an anchor (common.relative_lls, full_data_estimator) so that w.L and T
+    # sum O(1) terms, not terms as large as log y!. Checked against NumPy float64 differences on Poisson
+    # counts ~ 30 (log y! ~ 75).
+    from scipy.special import gammaln
+
+    from coresets_jax.posterior_driven.common import relative_lls
+
+    rng = np.random.default_rng(0)
+    n, m = 5000, 40
+    X = np.column_stack([rng.standard_normal(n) * 0.3, np.ones(n)])
+    theta = np.array([0.5, 30.0])
+    y = rng.poisson(np.logaddexp(0, X @ theta)).astype(np.float64)
+    model = cj.models.poisson_regression()
+    data = (jnp.asarray(X, jnp.float32), jnp.asarray(y, jnp.float32))
+    thetas = theta + rng.standard_normal((16, 2)) * np.array([0.001, 0.02])
+    anchor = jnp.asarray(theta, jnp.float32)
+
+    def lls64(T, Xr, yr):
+        rate = np.logaddexp(0, T @ Xr.T)
+        return yr * np.log(rate) - rate - gammaln(yr + 1)
+
+    idx = rng.choice(n, m, replace=False)
+    got = np.asarray(relative_lls(model, (data[0][idx], data[1][idx]), anchor, jnp.float32)(
+        jnp.asarray(thetas, jnp.float32)), np.float64)
+    exact = lls64(thetas, X[idx], y[idx]) - lls64(theta[None], X[idx], y[idx])
+    np.testing.assert_allclose(got, exact, atol=2e-4)            # float32 rounding of rows of ~100
+    total = full_data_estimator(model, data, jnp.ones(n), n, anchor, jnp.float32)(
+        jax.random.key(0), jnp.asarray(thetas, jnp.float32))
+    full = lls64(thetas, X, y).sum(1) - lls64(theta[None], X, y).sum()
+    np.testing.assert_allclose(np.asarray(total, np.float64), full, atol=0.02)

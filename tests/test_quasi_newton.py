@@ -124,3 +124,58 @@ def test_quasi_newton_gaussian_location_against_the_exact_kl_and_never_worse_tha
         assert float(cs.info["best_kl_estimate"]) <= float(cs.info["start_kl_estimate"])
     assert all(q <= s * 1.05 + 1e-3 for q, s in zip(qn, start)), (qn, start)
     assert np.median(qn) < 0.1 * np.median(unif), (qn, unif)
+
+
+def heavy_tailed_poisson(n=2000):
+    """2-D Poisson regression whose counts are overdispersed (a geometric multiplier) on t(3) covariates."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_t(3, n) * 0.7
+    X = np.column_stack([x, np.ones(n)])
+    y = rng.poisson(np.log1p(np.exp(X @ np.array([1.0, 0.5])))) * rng.geometric(0.5, n)
+    return X, y.astype(np.float64)
+
+
+def quadrature_kl(X, y, w, lo, hi):
+    """KL(pi_w || pi) for the 2-D Poisson model (prior N(0, I)) on a 301^2 grid over the box [lo, hi],
+    in NumPy float64 (log y! cancels)."""
+    def lls(T, Xr, yr):
+        rate = np.logaddexp(0.0, T @ Xr.T)
+        return yr * np.log(rate) - rate
+
+    T = np.stack(np.meshgrid(*[np.linspace(lo[i], hi[i], 301) for i in range(2)], indexing="ij"), -1).reshape(-1, 2)
+    prior = -0.5 * (T ** 2).sum(1)
+    full = sum(lls(T, X[i:i + 500], y[i:i + 500]).sum(1) for i in range(0, len(y), 500)) + prior
+    live = w > 0
+    core = lls(T, X[live], y[live]) @ w[live] + prior
+    lp, lq = full - np.logaddexp.reduce(full), core - np.logaddexp.reduce(core)
+    return float(np.sum(np.exp(lq) * (lq - lp)))
+
+
+@pytest.mark.slow
+def test_quasi_newton_never_worse_than_its_start_on_a_heavy_tailed_poisson_model():
+    # With few draws per step (S = 50) the independent KL estimates of the iterates are noisy; the old rule
+    # (the smallest estimate) returned an iterate worse than a later one by the exact KL in 3 of 6 seeds
+    # (0.134 against 0.103, 0.0090 against 0.0068, 0.0054 against 0.0038). The paired choice must never
+    # be worse than the start, nor than the last iterate by more than the noise, by a quadrature KL.
+    X, y = heavy_tailed_poisson()
+    n = len(y)
+    data = (jnp.asarray(X, jnp.float32), jnp.asarray(y, jnp.float32))
+    model = cj.models.poisson_regression()
+    for seed in (0, 3):
+        cs = cj.coreset(model, data, 20, "quasi_newton", key=jax.random.key(seed), support="uniform",
+                        num_chains=2, num_draws=25)
+        w_start = np.asarray(cj.Coreset(cs.indices, cs.info["initial_weights"], {}, "s").dense(n), np.float64)
+        w_end = np.asarray(cs.dense(n), np.float64)
+        w_last = np.asarray(cj.Coreset(cs.indices, cs.info["final_iterate"], {}, "s").dense(n), np.float64)
+        full = cj.laplace(model, data)
+
+        def kl(w):  # on a box 10 sd around both posteriors (their Laplace fits)
+            fit = cj.laplace(model, data, weights=jnp.asarray(w, jnp.float32), init=full.mean)
+            box = [(np.asarray(f.mean), np.sqrt(np.diag(np.asarray(f.cov)))) for f in (full, fit)]
+            return quadrature_kl(X, y, w, np.minimum(*[m - 10 * s for m, s in box]),
+                                 np.maximum(*[m + 10 * s for m, s in box]))
+
+        start, end, last = kl(w_start), kl(w_end), kl(w_last)
+        assert end <= start, (seed, end, start)
+        assert end <= 0.01 * start, (seed, end, start)           # uniform starts are far off: big gains
+        assert end <= last * 1.1 + 1e-3, (seed, end, last)       # not an early iterate picked by its noise

@@ -6,6 +6,7 @@ benchmarks/models.py: OMP was the best Hilbert method on every problem there).
 """
 
 from ..registry import Construction, register
+from . import support  # noqa: F401  (the support= start, used by cj.coreset)
 from .coreset_mcmc import coreset_mcmc
 from .quasi_newton import quasi_newton
 from .sparse_vi import sparse_vi

@@ -26,7 +26,8 @@ rule and the safeguards below (ours).
      nats. One noisy single-state gradient, rescaled coordinate-wise, is what made Hot DoG's distance term
      blow up on real data (benchmarks/README.md).
    - "hot_dog": the paper's update exactly (hot-dog.md §2.2, `optimizers.hot_dog`, r = 0.001).
-   - "adam" (with `learning_rate`, the original Coreset MCMC) and "dog_cumulative" (our earlier update).
+   - "adam" (with `learning_rate` gamma and `learning_rate_decay` p: gamma t^{-p}, the original Coreset MCMC;
+     the Hot DoG paper's baseline is p = 0.5) and "dog_cumulative" (our earlier update).
 5. **Stopping rule** (ours). The iterates are kept as block averages (at most 60 blocks, whose length
    doubles when they fill up). At each block end with at least 6 blocks, let w_A and w_B be the averages
    of the second-to-last and the last third of the run. Their posteriors differ by
@@ -40,8 +41,11 @@ rule and the safeguards below (ours).
    returned weights are w_B (Polyak-Ruppert averaging over the last third).
 6. **Draws.** The chains then take `num_draws` steps with the returned weights fixed: `info["samples"]`,
    shape (K, num_draws, D), are MCMC draws of the returned coreset's posterior.
-7. **Never worse than the start** (ours): if the importance-sampling KL estimate (`common.kl_estimate`)
-   at the returned weights exceeds the start's, the start is returned and re-sampled (`info["fell_back"]`).
+7. **Never worse than the start** (ours): the chains also draw `num_draws` steps at the start w_0 (after a
+   stationarity-tested burn-in), and the trained weights are kept only if a paired comparison of the two
+   rounds (`compare.paired_kl_difference`) finds their KL(pi_w || pi) lower by `z` standard errors;
+   otherwise the start and its draws are returned (`info["fell_back"]`, `info["kl_difference"]`).
+   Comparing two independent KL estimates, as before, decided by their noise (benchmarks/README.md).
 
 Cost per iteration: K steps of the kernel on M rows, K (M + S) likelihood evaluations for the gradient,
 O(K M) optimiser work; no O(N) term after the control variate's one gradient pass.
@@ -56,20 +60,23 @@ import jax.numpy as jnp
 import optax
 
 from .. import progress as _progress
-from ..core import Model, log_likelihoods, take_data, weighted_log_density
+from ..core import Model, take_data, weighted_log_density
 from ..inference import kernels as _kernels
 from ..inference.driver import init_chains, step_chains
 from .common import (check_bool, check_count, check_fraction, check_kernel, check_positive, coreset_start,
-                     default_subsample, full_data_estimator, initial_coreset, kl_estimate, run_until_stationary,
-                     start_chains)
+                     default_subsample, full_data_estimator, initial_coreset, kl_estimate, relative_lls,
+                     run_until_stationary, start_chains)
+from .compare import Z, better, paired_kl_difference
+from .gradient import kl_gradient, kl_gradient_from_target
+from .natural import (Preconditioner, effective_dimension, natural_direction, push_history,
+                      refresh_preconditioner, window_gradient)
 from .optimizers import dog_cumulative, hot_dog
+from .stopping import FIRST_BLOCK, NUM_BLOCKS, Blocks, drift_kl, push_block, thirds
 
 __all__ = ["coreset_mcmc", "kl_gradient", "kl_gradient_from_target"]
 
 Array = jax.Array
 OPTIMIZERS = ("newton", "hot_dog", "adam", "dog_cumulative")
-NUM_BLOCKS = 60          # block averages kept by the stopping rule (a multiple of 6)
-FIRST_BLOCK = 10         # iterations per block until the blocks fill up
 RESERVOIR = 16           # recent iterations whose chain states estimate the drift's variance
 HOT_START_EVERY = 30     # hot-dog.md §2.1: the test runs every 30 steps
 HOT_START_THRESHOLD = 0.5
@@ -77,132 +84,7 @@ CAPPED_GAIN = 0.02        # the moving average of trust-region caps spans ~50 it
 
 
 # --------------------------------------------------------------------------------------------------------
-# The gradient estimate.
-
-
-def kl_gradient(coreset_lls: Array, subsample_lls: Array, weights: Array, subsample_weights: Array) -> Array:
-    """The Coreset MCMC estimate of grad_w KL(pi_w || pi) (coreset-mcmc.md Eq. C3).
-
-    Args:
-      coreset_lls: (K, M) L_m(theta_k) at the K chain states.
-      subsample_lls: (K, S) L_{n_s}(theta_k) on a data subsample drawn with probabilities u_n / sum(u).
-      weights: (M,) the current weights w.
-      subsample_weights: (S,) sum(u) / S each, so that sum_s (sum(u)/S) L_{n_s} is unbiased for
-        sum_n u_n L_n (or u itself when the "subsample" is the whole data set).
-
-    Returns:
-      (M,) g_m = -(1/(K-1)) sum_k (L_km - mean_k L_km)(r_k - mean_k r_k), with the residual
-      r_k = sum_s subsample_weights_s L_ks - w.L_k. With independent exact draws theta_k ~ pi_w and the
-      subsample independent of them, its expectation is -Cov_{pi_w}(L_m, sum_n u_n L_n - w.L).
-    """
-    return kl_gradient_from_target(coreset_lls, subsample_lls @ subsample_weights, weights)
-
-
-def kl_gradient_from_target(coreset_lls: Array, target: Array, weights: Array) -> Array:
-    """`kl_gradient` given the (K,) full-data log-likelihood estimates T(theta_k) directly (any estimate
-    unbiased up to an offset shared by the K chains, e.g. `common.full_data_estimator`'s)."""
-    masked = jnp.where(weights > 0, weights, 0.0)
-    core = jnp.where(weights > 0, coreset_lls, 0.0) @ masked
-    residual = target - core
-    centred = coreset_lls - jnp.mean(coreset_lls, axis=0)
-    k = coreset_lls.shape[0]
-    return -(centred.T @ (residual - jnp.mean(residual))) / (k - 1)
-
-
-# --------------------------------------------------------------------------------------------------------
-# The natural-gradient preconditioner.
-
-
-def push_history(pre: "Preconditioner", coreset_lls: Array, targets: Array) -> "Preconditioner":
-    """Record the (K, M) coreset log-likelihoods and (K,) full-data estimates of the chain states."""
-    rows = pre.history.shape[0]
-    slots = (pre.filled + jnp.arange(coreset_lls.shape[0])) % rows
-    return pre._replace(history=pre.history.at[slots].set(coreset_lls.astype(pre.history.dtype)),
-                        targets=pre.targets.at[slots].set(targets.astype(pre.targets.dtype)),
-                        filled=pre.filled + coreset_lls.shape[0])
-
-
-def refresh_preconditioner(pre: "Preconditioner", live: Array, weights: Array, tau: float) -> "Preconditioner":
-    """Factor Phi Phi^T + ridge I from the recorded states, ridge = tau * mean_m F_mm (relative, as
-    quasi-Newton coresets' tau: one default for every likelihood scale).
-
-    Two-metric projection (Bertsekas 1982): a weight at 0 whose window gradient points outwards (g_m > 0)
-    is held at 0 and left out of the Newton system until the next refresh; clipping a full Newton step
-    instead can stall at a point that is not the constrained optimum."""
-    rows = pre.history.shape[0]
-    n = jnp.minimum(pre.filled, rows)
-    in_window = jnp.arange(rows) < n
-    nf = jnp.maximum(n, 2).astype(pre.history.dtype)
-    mean = jnp.sum(jnp.where(in_window[:, None], pre.history, 0.0), axis=0) / nf
-    centred = jnp.where(in_window[:, None] & live[None, :], pre.history - mean, 0.0) / jnp.sqrt(nf - 1.0)
-    target_mean = jnp.sum(jnp.where(in_window, pre.targets, 0.0)) / nf
-    centred_targets = jnp.where(in_window, pre.targets - target_mean, 0.0) / jnp.sqrt(nf - 1.0)
-    grad = centred.T @ (centred @ jnp.where(weights > 0, weights, 0.0) - centred_targets)
-    free = live & ((weights > 0) | (grad < 0))
-    basis = jnp.where(free[None, :], centred, 0.0)
-    gram = basis @ basis.T
-    ridge = tau * jnp.trace(gram) / jnp.maximum(jnp.sum(free), 1) + jnp.finfo(gram.dtype).tiny
-    chol = jnp.linalg.cholesky(gram + ridge * jnp.eye(rows, dtype=gram.dtype))
-    return pre._replace(basis=basis, centred_targets=centred_targets, chol=chol, ridge=ridge)
-
-
-def effective_dimension(pre: "Preconditioner") -> Array:
-    """sum_i lambda_i / (lambda_i + ridge) over the eigenvalues of F's window estimate: the number of
-    directions in which the window's samples pin the weights down (for `info`; R^3 work, so once)."""
-    eig = jnp.maximum(jnp.linalg.eigvalsh(pre.basis @ pre.basis.T), 0.0)
-    return jnp.sum(eig / (eig + pre.ridge))
-
-
-def window_gradient(pre: "Preconditioner", weights: Array) -> Array:
-    """The KL gradient -Cov(L, T - w.L) over the recorded window, at the current w: Phi^T (Phi w - t).
-
-    It averages R chain states instead of K, and it has no component along directions in which the
-    window's L do not vary (there F has no information, and a single-iteration gradient would be pure
-    noise that F^{-1} amplifies)."""
-    return pre.basis.T @ (pre.basis @ jnp.where(weights > 0, weights, 0.0) - pre.centred_targets)
-
-
-def natural_direction(pre: "Preconditioner", grad: Array) -> Array:
-    """(Phi^T Phi + ridge I)^{-1} g by Woodbury: (g - Phi^T (Phi Phi^T + ridge I)^{-1} Phi g) / ridge.
-
-    F = Cov_{pi_w}(L) is the Fisher information of the exponential family {pi_w} and, near an exact
-    coreset, the Hessian of KL(pi_w || pi) (quasi-newton-coresets.md, Q3), so F^{-1} g is the quasi-Newton
-    direction of Naik et al. with the covariance taken over recent chain states instead of fresh samples."""
-    inner = jax.scipy.linalg.cho_solve((pre.chol, True), pre.basis @ grad)
-    return (grad - pre.basis.T @ inner) / pre.ridge
-
-
-# --------------------------------------------------------------------------------------------------------
 # Loop states.
-
-
-class Blocks(NamedTuple):
-    """Block averages of the iterates for the stopping rule: `sums` (NUM_BLOCKS, M) of the filled blocks,
-    `count` of them, `length` iterations per block, and the running block `current` with `filled`
-    iterations."""
-
-    sums: Array
-    count: Array
-    length: Array
-    current: Array
-    filled: Array
-
-
-class Preconditioner(NamedTuple):
-    """The natural-gradient preconditioner (F + tau I)^{-1}, F = Cov_{pi_w}(L), from recent chain states.
-
-    history: (R, M) coreset log-likelihoods of the last R chain states (a ring; `filled` of them valid);
-    targets: (R,) their full-data log-likelihood estimates T; basis: (R, M) Phi, the centred rows over
-    sqrt(R - 1), so F ~ Phi^T Phi; centred_targets: (R,) T centred the same way; chol: Cholesky factor of
-    Phi Phi^T + ridge I (R x R); ridge: tau times the mean of F's diagonal."""
-
-    history: Array
-    targets: Array
-    filled: Array
-    basis: Array
-    centred_targets: Array
-    chol: Array
-    ridge: Array
 
 
 class TrainState(NamedTuple):
@@ -210,7 +92,8 @@ class TrainState(NamedTuple):
     tuning: the kernel's; blocks: the stopping rule's; recent: (RESERVOIR, K, D) chain states of recent
     iterations; step: iterations so far; passes: checks passed in a row; drift: the last drift estimate
     (nats); capped: moving average of whether the trust region shortened the step; done: the stopping
-    rule passed; acceptance: summed per-chain acceptance; key: the PRNG stream."""
+    rule passed; acceptance: summed per-chain acceptance; evaluations: density evaluations of all chains'
+    steps (each costs one likelihood evaluation per live coreset row); key: the PRNG stream."""
 
     weights: Array
     opt_state: Any
@@ -225,49 +108,8 @@ class TrainState(NamedTuple):
     capped: Array
     done: Array
     acceptance: Array
+    evaluations: Array
     key: Array
-
-
-def _push_block(blocks: Blocks, weights: Array) -> tuple[Blocks, Array]:
-    """Add one iterate; returns the blocks and whether a block was completed by it."""
-    current = blocks.current + weights
-    filled = blocks.filled + 1
-    complete = filled >= blocks.length
-
-    def close(_):
-        sums = blocks.sums.at[blocks.count].set(current)
-        count = blocks.count + 1
-        full = count >= NUM_BLOCKS
-        # Full: merge neighbours, so the blocks double in length and half the slots free up.
-        merged = (sums[0::2] + sums[1::2])
-        sums = jnp.where(full, jnp.concatenate([merged, jnp.zeros_like(merged)]), sums)
-        return Blocks(sums, jnp.where(full, NUM_BLOCKS // 2, count), jnp.where(full, 2 * blocks.length,
-                                                                               blocks.length),
-                      jnp.zeros_like(current), jnp.zeros_like(filled))
-
-    blocks = jax.lax.cond(complete, close, lambda _: Blocks(blocks.sums, blocks.count, blocks.length, current,
-                                                            filled), None)
-    return blocks, complete
-
-
-def _thirds(blocks: Blocks) -> tuple[Array, Array]:
-    """(w_A, w_B): the averages over the second-to-last and the last third of the filled blocks."""
-    third = blocks.count // 3
-    slot = jnp.arange(NUM_BLOCKS)
-    in_a = (slot >= blocks.count - 2 * third) & (slot < blocks.count - third)
-    in_b = (slot >= blocks.count - third) & (slot < blocks.count)
-    denom = jnp.maximum(third * blocks.length, 1).astype(blocks.sums.dtype)
-    w_a = jnp.sum(jnp.where(in_a[:, None], blocks.sums, 0.0), axis=0) / denom
-    w_b = jnp.sum(jnp.where(in_b[:, None], blocks.sums, 0.0), axis=0) / denom
-    return w_a, w_b
-
-
-def drift_kl(coreset_lls: Array, w_a: Array, w_b: Array) -> Array:
-    """(1/2) Var[(w_b - w_a).L(theta)] over the rows of `coreset_lls` (R, M): the second-order expansion
-    of KL(pi_{w_a} || pi_{w_b}) in the weights (the Fisher metric of the family pi_w is Cov(L))."""
-    delta = jnp.where((w_a > 0) | (w_b > 0), w_b - w_a, 0.0)
-    values = jnp.where((w_a > 0) | (w_b > 0), coreset_lls, 0.0) @ delta
-    return 0.5 * jnp.var(values) * values.shape[0] / jnp.maximum(values.shape[0] - 1, 1)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -278,10 +120,11 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
                  num_chains: int = 2, num_iters: int = 20_000, min_iters: int = 300, tol: float = 1e-3,
                  rel_tol: float = 1e-2,
                  num_warmup: int = 0, max_hot_start: int = 10_000, num_draws: int = 500,
-                 subsample: int = 0, optimizer: str = "newton", learning_rate: float = 0.1, r: float = 1e-3,
+                 subsample: int = 0, optimizer: str = "newton", learning_rate: float = 0.1,
+                 learning_rate_decay: float = 0.0, r: float = 1e-3,
                  step_fraction: float = 0.5, trust: float = 1e-3, tau: float = 1e-2, history: int = 256,
                  refresh: int = 32,
-                 control_variate: bool = True, hot_start: bool = True, adapt_gain: float = 0.05):
+                 control_variate: bool = True, hot_start: bool = True, adapt_gain: float = 0.05, z: float = Z):
     """Coreset MCMC of M = `size` points as a pure posterior-driven core (module docstring).
 
     Args:
@@ -304,12 +147,15 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
       optimizer: "newton" (default, ours; step 4), "hot_dog" (the paper's), "adam" (with `learning_rate`,
         the original Coreset MCMC) or "dog_cumulative" (our earlier coordinate-wise DoG).
       step_fraction, trust, tau, history, refresh: the "newton" step's (step 4).
-      learning_rate: Adam's.
+      learning_rate, learning_rate_decay: Adam's step gamma t^{-p} at its t-th update (t from 1; p = 0:
+        constant).
       r: Hot DoG's initial step (0.001 in the paper).
       control_variate: the first-order control variate for the full-data estimate (`common`).
       hot_start: start the chains at the Laplace fit of pi_{w_0} (`common.coreset_start`) and run the
         stationarity-tested hot start; off: start at pi_hat and train at once.
       adapt_gain: the constant Robbins-Monro gain on log step size for kernels that adapt one.
+      z: the trained weights are kept only if a paired comparison with fresh draws at the start finds their
+        KL lower by z standard errors (step 7; `compare.better`).
 
     Returns:
       `solve(key, data, data_weights, start, initial=None) -> (indices, weights, info)`.
@@ -322,9 +168,13 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
         check_count(value, name, 0)
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer: unknown value {optimizer!r}; expected one of {list(OPTIMIZERS)}")
+    if isinstance(learning_rate_decay, bool) or not isinstance(learning_rate_decay, (int, float)) \
+            or not 0 <= learning_rate_decay <= 1:
+        raise ValueError(f"learning_rate_decay: must be a number in [0, 1], got {learning_rate_decay!r}")
     learning_rate, r, tol, rel_tol = (check_positive(v, n) for v, n in (
         (learning_rate, "learning_rate"), (r, "r"), (tol, "tol"), (rel_tol, "rel_tol")))
     check_fraction(adapt_gain, "adapt_gain")
+    z = check_positive(z, "z")
     control_variate, hot_start = check_bool(control_variate, "control_variate"), check_bool(hot_start, "hot_start")
     check_fraction(step_fraction, "step_fraction")
     trust = check_positive(trust, "trust")
@@ -333,7 +183,8 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
     check_count(refresh, "refresh")
     newton = optimizer == "newton"
     opt = {"newton": lambda: optax.identity(), "hot_dog": lambda: hot_dog(r),
-           "adam": lambda: optax.adam(learning_rate), "dog_cumulative": lambda: dog_cumulative(r)}[optimizer]()
+           "adam": lambda: optax.adam(
+               lambda t: learning_rate * (t + 1.0) ** -float(learning_rate_decay)), "dog_cumulative": lambda: dog_cumulative(r)}[optimizer]()
     spec = _kernels.KERNELS[kernel]
     adapts = spec.adapts_step_size
     target_accept = float(settings.get("target_accept", 0.5))
@@ -351,7 +202,7 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
         rows_per_estimate = default_subsample(subsample, size, data_weights.shape[0], per_step=True)
         estimate = full_data_estimator(model, data, data_weights, rows_per_estimate, start.mean, dtype,
                                        control_variate)
-        lls = jax.vmap(lambda th, rw: log_likelihoods(model, th, rw), in_axes=(0, None))
+        lls = relative_lls(model, rows, start.mean, dtype)
 
         chain_start = coreset_start(model, rows, w0, start) if hot_start else start
         chains, tuning = start_chains(k_chains, kernel, weighted_log_density(model, rows, w0), chain_start,
@@ -367,13 +218,12 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
         def record(carry, chains):
             pre, key = carry
             key, k_sub = jax.random.split(key)
-            return push_history(pre, lls(chains.position, rows), estimate(k_sub, chains.position)), key
+            return push_history(pre, lls(chains.position), estimate(k_sub, chains.position)), key
 
         chains, hot_steps, hot_done, (precond, _) = run_until_stationary(
             k_hot, kernel, weighted_log_density(model, rows, w0), chains, tuning, settings,
             max_hot_start if hot_start else 0, d, HOT_START_EVERY, HOT_START_THRESHOLD,
             record, (precond0, jax.random.fold_in(k_hot, 1)))
-        start_kl = kl_estimate(precond.history, precond.targets, w0, jnp.arange(rows_kept) < precond.filled)
 
         # ---- training
         def train_cond(s):
@@ -384,11 +234,12 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
             chains, info = step_chains(k_step, kernel, weighted_log_density(model, rows, s.weights), s.chains,
                                        s.tuning, settings)
             acc = jnp.where(jnp.isfinite(info.acceptance_rate), info.acceptance_rate, 0.0).astype(dtype)
+            evals = jnp.sum(_kernels.density_evals(kernel, info)).astype(dtype)
             tuning = s.tuning
             if adapts:  # keep the step size valid for the moving target
                 tuning = tuning._replace(step_size=tuning.step_size * jnp.exp(adapt_gain * (acc - target_accept)))
             thetas = chains.position
-            core = lls(thetas, rows).astype(dtype)
+            core = lls(thetas)
             target = estimate(k_sub, thetas)
             grad = kl_gradient_from_target(core, target, s.weights)
             grad = jnp.where(live & jnp.isfinite(grad), grad, 0.0)
@@ -409,13 +260,13 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
                 updates = -updates
             weights = jnp.where(live, jnp.maximum(s.weights + updates, 0.0), 0.0)
             recent = s.recent.at[s.step % RESERVOIR].set(thetas.astype(dtype))
-            blocks, complete = _push_block(s.blocks, weights)
+            blocks, complete = push_block(s.blocks, weights)
             step = s.step + 1
 
             def check(_):
-                w_a, w_b = _thirds(blocks)
+                w_a, w_b = thirds(blocks)
                 flat = recent.reshape(-1, d)
-                drift = drift_kl(lls(flat, rows).astype(dtype), w_a, w_b)
+                drift = drift_kl(lls(flat), w_a, w_b)
                 window = jnp.arange(precond.history.shape[0]) < precond.filled
                 level = kl_estimate(precond.history, precond.targets, w_b, window)
                 # A run whose steps the trust region still shortens is travelling, whatever its drift.
@@ -426,22 +277,22 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
             drift, passes = jax.lax.cond(complete & (blocks.count >= 6), check,
                                          lambda _: (s.drift, s.passes), None)
             return TrainState(weights, opt_state, precond, chains, tuning, blocks, recent, step, passes, drift,
-                              capped, passes >= 2, s.acceptance + acc, key)
+                              capped, passes >= 2, s.acceptance + acc, s.evaluations + evals, key)
 
         blocks = Blocks(jnp.zeros((NUM_BLOCKS, m), dtype), jnp.asarray(0), jnp.asarray(FIRST_BLOCK),
                         jnp.zeros(m, dtype), jnp.asarray(0))
         recent = jnp.broadcast_to(chains.position.astype(dtype), (RESERVOIR, num_chains, d))
         init = TrainState(w0, opt.init(w0), precond, chains, tuning, blocks, recent, jnp.asarray(0), jnp.asarray(0),
                           jnp.asarray(jnp.inf, dtype), jnp.asarray(1.0 if newton else 0.0, dtype),
-                          jnp.asarray(False), jnp.zeros(num_chains, dtype), k_loop)
+                          jnp.asarray(False), jnp.zeros(num_chains, dtype), jnp.asarray(0.0, dtype), k_loop)
         state = _progress.while_loop(train_cond, train_body, init, desc="coreset MCMC (iterations)",
                                      every=max(num_iters // 20, 1), total=num_iters)
-        w_a, w_b = _thirds(state.blocks)
+        w_a, w_b = thirds(state.blocks)
         weights = jnp.where(state.blocks.count >= 3, w_b, state.weights)
         weights = jnp.where(live, weights, 0.0)
 
-        # ---- draws with the returned weights fixed; never worse than the start by the KL estimate
-        def draws_at(weights, key):
+        # ---- draws with the returned weights fixed; never worse than the start by a paired comparison
+        def draws_at(weights, key, burn_in):
             density = weighted_log_density(model, rows, weights)
 
             def draw(chains, key):
@@ -449,18 +300,24 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
                 return chains, (chains.position, info.acceptance_rate)
 
             chains = init_chains(kernel, density, state.chains.position, state.tuning, settings)
+            if burn_in:  # the chains sat at pi_w: move them to this target first
+                chains, _, _, _ = run_until_stationary(jax.random.fold_in(key, 2), kernel, density, chains,
+                                                       state.tuning, settings, max_hot_start, d, HOT_START_EVERY,
+                                                       HOT_START_THRESHOLD)
             _, (samples, acc) = _progress.scan(draw, chains, jax.random.split(key, num_draws),
                                                desc="coreset MCMC (draws)")
             flat = samples.reshape(-1, d)
-            kl = kl_estimate(lls(flat, rows).astype(dtype), estimate(jax.random.fold_in(key, 1), flat), weights)
-            return samples, acc, kl
+            core = lls(flat)
+            target = estimate(jax.random.fold_in(key, 1), flat).astype(dtype)
+            return samples, acc, kl_estimate(core, target, weights), core, target
 
-        samples, acc, final_kl = draws_at(weights, k_draws)
-        trained_kl = final_kl
-        fell_back = final_kl > start_kl
+        samples, acc, trained_kl, core, target = draws_at(weights, k_draws, False)
+        samples0, acc0, start_kl, core0, target0 = draws_at(w0, jax.random.fold_in(k_draws, 2), True)
+        comparison = paired_kl_difference(core0, target0, w0, core, target, weights, num_chains)
+        fell_back = ~better(comparison, start_kl, trained_kl, z)
         weights = jnp.where(fell_back, w0, weights)
-        samples, acc, final_kl = jax.lax.cond(fell_back, lambda _: draws_at(w0, jax.random.fold_in(k_draws, 2)),
-                                              lambda _: (samples, acc, final_kl), None)
+        samples, acc = jnp.where(fell_back, samples0, samples), jnp.where(fell_back, acc0, acc)
+        final_kl = jnp.where(fell_back, start_kl, trained_kl)
         steps = jnp.maximum(state.step, 1).astype(dtype)
         info = {"samples": jnp.swapaxes(samples, 0, 1), "acceptance_rate": jnp.mean(acc, axis=0),
                 "training_acceptance_rate": state.acceptance / steps, "initial_weights": w0,
@@ -469,7 +326,8 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
                 "drift_kl": state.drift, "kl_estimate": final_kl,
                 "effective_dimension": effective_dimension(state.precond) if newton else jnp.nan,
                 "trained_kl_estimate": trained_kl, "trust_capped": state.capped, "start_kl_estimate": start_kl,
-                "fell_back": fell_back}
+                "fell_back": fell_back, "density_evaluations_per_step": state.evaluations / (steps * num_chains),
+                "subsample_rows": rows_per_estimate, "kl_difference": jnp.stack([comparison.delta, comparison.se])}
         return indices, weights, info
 
     return solve

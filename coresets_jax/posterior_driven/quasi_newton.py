@@ -20,10 +20,14 @@
 4. **Later steps**: unit steps w <- max(w - d, 0), stopping early when the relative decrease of the
    gradient norm, (|g_{t-1}| - |g_t|) / |g_t|, is at most `early_stop` (the authors' 0.1; an increase also
    stops). If sum(w) falls to 0, the weights reset to w_0.
-5. **Never worse than the start** (ours): every iterate whose samples were drawn, w_0 included, has an
-   importance-sampling estimate of KL(pi_w || pi) (`common.kl_estimate`) from those samples; the last
-   iterate is sampled once more for its own. The result is the iterate with the smallest estimate, and
-   `info` reports `best_step` (0 is the start), `kl_estimates` and `start_kl_estimate`.
+5. **Never worse than the start** (ours): the start is the incumbent; each later iterate replaces it only
+   if a paired comparison of the two (`compare.paired_kl_difference`: the difference of their KLs from
+   both rounds' draws, common random numbers through the weights) says it is better by `z` standard
+   errors. The incumbent is then re-sampled, and so is the start, and the same test on those fresh draws
+   must pass again, or the start is returned (`info["confirmed"]`). `info` reports `best_step` (0 is the
+   start), `kl_estimates` (each round's own estimate), `kl_differences` (each iterate against the
+   incumbent of its time) and `start_kl_estimate`. Choosing the smallest of the independent estimates, as
+   before, picked iterates by their noise (benchmarks/README.md).
 
 Cost per step: the chains' steps on M rows, S (M + S') likelihood evaluations (S' rows for T), and an
 O(M^3) solve; no O(N) term after the control variate's one gradient pass.
@@ -37,10 +41,12 @@ import jax
 import jax.numpy as jnp
 
 from .. import progress as _progress
-from ..core import Model, log_likelihoods, take_data, weighted_log_density
+from ..core import Model, take_data, weighted_log_density
 from ..inference.driver import step_chains
 from .common import (check_bool, check_count, check_kernel, check_positive, coreset_start, default_subsample,
-                     full_data_estimator, initial_coreset, kl_estimate, run_until_stationary, start_chains)
+                     full_data_estimator, initial_coreset, kl_estimate, relative_lls, run_until_stationary,
+                     start_chains)
+from .compare import Z, better, paired_kl_difference
 
 __all__ = ["newton_direction", "quasi_newton"]
 
@@ -104,7 +110,8 @@ class SearchState(NamedTuple):
 
 class StepState(NamedTuple):
     """weights: w_t; sampled: pi_{w_t}'s round; previous_norm: |g_{t-1}|; step: t; done: stopped early;
-    best_*: the iterate with the smallest KL estimate; kls: (num_iters + 1,) the estimates; key."""
+    best_*: the incumbent (its weights, its round, its step); kls: (num_iters + 1,) each round's own KL
+    estimate; diffs: (num_iters + 1,) each iterate's paired KL difference to the incumbent of its time; key."""
 
     weights: Array
     sampled: Sampled
@@ -112,16 +119,17 @@ class StepState(NamedTuple):
     step: Array
     done: Array
     best_weights: Array
-    best_kl: Array
+    best_sampled: Sampled
     best_step: Array
     kls: Array
+    diffs: Array
     key: Array
 
 
 def quasi_newton(model: Model, size: int, kernel: str = "slice", kernel_settings: tuple = (),
                  num_chains: int = 4, num_iters: int = 20, num_draws: int = 125, max_burn: int = 1000,
                  num_warmup: int = 0, subsample: int = 0, tau: float = 1e-2, num_tries: int = 10,
-                 early_stop: float = 0.1, control_variate: bool = True, hot_start: bool = True):
+                 early_stop: float = 0.1, control_variate: bool = True, hot_start: bool = True, z: float = Z):
     """Quasi-Newton refinement of M = `size` points as a pure posterior-driven core (module docstring).
 
     Args:
@@ -140,12 +148,16 @@ def quasi_newton(model: Model, size: int, kernel: str = "slice", kernel_settings
       early_stop: stop when the gradient norm's relative decrease is at most this (the authors' 0.1).
       control_variate: the first-order control variate for a subsampled full-data estimate.
       hot_start: start the chains at the Laplace fit of pi_{w_0} (`common.coreset_start`).
+      z: an iterate replaces the incumbent when its paired KL difference is below -z standard errors
+        (step 5; `compare.better`).
 
     Returns:
       `solve(key, data, data_weights, start, initial=None) -> (indices, weights, info)`; `info` holds
       `samples` (K, num_draws, D) of the returned weights' posterior, `best_step`, `kl_estimates`,
-      `start_kl_estimate`, `best_kl_estimate` (the chosen iterate's, from the round that chose it),
-      `kl_estimate` (from a fresh round at the returned weights), `steps`, `fallback`, `first_step`, `initial_weights`.
+      `kl_differences`, `start_kl_estimate`, `best_kl_estimate` (the chosen iterate's, from the round that
+      chose it), `kl_estimate` (from a fresh round at the returned weights), `confirmed` (the fresh rounds'
+      test passed; False: the start is returned), `final_difference` (that test's KL difference and
+      standard error), `steps`, `fallback`, `first_step`, `initial_weights`.
     """
     settings = check_kernel(kernel, kernel_settings)
     check_count(num_chains, "num_chains", 1)
@@ -157,6 +169,7 @@ def quasi_newton(model: Model, size: int, kernel: str = "slice", kernel_settings
         raise ValueError("num_draws: num_chains * num_draws must be at least 2 (H and g are sample covariances)")
     tau = check_positive(tau, "tau")
     early_stop = check_positive(early_stop, "early_stop")
+    z = check_positive(z, "z")
     control_variate, hot_start = check_bool(control_variate, "control_variate"), check_bool(hot_start, "hot_start")
 
     def solve(key, data, data_weights, start, initial=None):
@@ -171,7 +184,7 @@ def quasi_newton(model: Model, size: int, kernel: str = "slice", kernel_settings
         d = start.mean.shape[0]
         estimate = full_data_estimator(model, data, data_weights, default_subsample(subsample, size, data_weights.shape[0]),
                                        start.mean, dtype, control_variate)
-        lls = jax.vmap(lambda th, rw: log_likelihoods(model, th, rw), in_axes=(0, None))
+        lls = relative_lls(model, rows, start.mean, dtype)
         chain_start = coreset_start(model, rows, w0, start) if hot_start else start
         chains, tuning = start_chains(k_chains, kernel, weighted_log_density(model, rows, w0), chain_start,
                                       num_chains, num_warmup, settings)
@@ -190,7 +203,7 @@ def quasi_newton(model: Model, size: int, kernel: str = "slice", kernel_settings
 
             chains, kept = jax.lax.scan(one, chains, jax.random.split(k_draw, num_draws))
             flat = kept.reshape(-1, d)
-            core = lls(flat, rows).astype(dtype)
+            core = lls(flat)
             target = estimate(k_sub, flat).astype(dtype)
             direction, grad = newton_direction(core, target, weights, tau, live)
             return Sampled(chains, kept, core, target, grad, direction, kl_estimate(core, target, weights), burn)
@@ -225,6 +238,15 @@ def quasi_newton(model: Model, size: int, kernel: str = "slice", kernel_settings
         def step_cond(s):
             return (~s.done) & (s.step < num_iters)
 
+        def challenge(best_w, best, weights, sampled):
+            """(replace the incumbent?, the paired KL difference) for a new round against the incumbent's."""
+            comp = paired_kl_difference(best.lls, best.target, best_w, sampled.lls, sampled.target, weights,
+                                        num_chains)
+            return better(comp, best.kl, sampled.kl, z), comp.delta
+
+        def choose(flag, new, old):
+            return jax.tree_util.tree_map(lambda a, b: jnp.where(flag, a, b), new, old)
+
         def step_body(s):
             key, k_sample = jax.random.split(s.key)
             weights = jnp.where(live, jnp.maximum(s.weights - s.sampled.direction, 0.0), 0.0)
@@ -232,26 +254,43 @@ def quasi_newton(model: Model, size: int, kernel: str = "slice", kernel_settings
             sampled = sample(k_sample, s.sampled.chains, weights)
             norm = jnp.linalg.norm(sampled.grad)
             stop = (s.previous_norm - norm) / jnp.maximum(norm, jnp.finfo(dtype).tiny) <= early_stop
-            better = sampled.kl < s.best_kl
+            wins, delta = challenge(s.best_weights, s.best_sampled, weights, sampled)
             step = s.step + 1
-            return StepState(weights, sampled, norm, step, stop, jnp.where(better, weights, s.best_weights),
-                             jnp.where(better, sampled.kl, s.best_kl), jnp.where(better, step, s.best_step),
-                             s.kls.at[step].set(sampled.kl), key)
+            return StepState(weights, sampled, norm, step, stop, jnp.where(wins, weights, s.best_weights),
+                             choose(wins, sampled, s.best_sampled), jnp.where(wins, step, s.best_step),
+                             s.kls.at[step].set(sampled.kl), s.diffs.at[step].set(delta), key)
 
         kls = jnp.full(num_iters + 1, jnp.nan, dtype).at[0].set(first.kl)
-        start_best = search.sampled.kl < first.kl
+        diffs = jnp.full(num_iters + 1, jnp.nan, dtype).at[0].set(0.0)
+        wins, delta = challenge(w0, first, search.weights, search.sampled)
+        wins = wins & ~fallback
         state = StepState(search.weights, search.sampled, jnp.linalg.norm(search.sampled.grad), jnp.asarray(1),
-                          fallback, jnp.where(start_best, search.weights, w0),
-                          jnp.minimum(search.sampled.kl, first.kl), jnp.where(start_best, 1, 0),
-                          kls.at[1].set(jnp.where(fallback, jnp.nan, search.sampled.kl)), k_loop)
+                          fallback, jnp.where(wins, search.weights, w0), choose(wins, search.sampled, first),
+                          jnp.where(wins, 1, 0), kls.at[1].set(jnp.where(fallback, jnp.nan, search.sampled.kl)),
+                          diffs.at[1].set(jnp.where(fallback, jnp.nan, delta)), k_loop)
         state = _progress.while_loop(step_cond, step_body, state, desc="quasi-Newton (steps)", every=1,
                                      total=num_iters)
-        weights = jnp.where(live, state.best_weights, 0.0)
-        final = sample(k_last, state.sampled.chains, weights)
-        info = {"samples": jnp.swapaxes(final.draws, 0, 1), "best_step": state.best_step,
-                "kl_estimates": state.kls, "start_kl_estimate": first.kl, "best_kl_estimate": state.best_kl,
-                "kl_estimate": final.kl, "steps": state.step, "fallback": fallback, "first_step": search.a,
-                "line_search_tries": search.tries, "initial_weights": w0, "final_iterate": state.weights}
+
+        # ---- confirm on fresh rounds of the incumbent and the start (no draw is reused from the choice)
+        best = jnp.where(live, state.best_weights, 0.0)
+        final = sample(k_last, state.sampled.chains, best)
+
+        def confirm(_):
+            again = sample(jax.random.fold_in(k_last, 1), final.chains, w0)
+            comp = paired_kl_difference(again.lls, again.target, w0, final.lls, final.target, best, num_chains)
+            return better(comp, again.kl, final.kl, z), comp.delta, comp.se, again
+
+        confirmed, delta, se, again = jax.lax.cond(
+            state.best_step > 0, confirm,
+            lambda _: (jnp.asarray(True), jnp.asarray(0.0, dtype), jnp.asarray(0.0, dtype), final), None)
+        weights = jnp.where(confirmed, best, w0)
+        final = choose(confirmed, final, again)
+        info = {"samples": jnp.swapaxes(final.draws, 0, 1), "best_step": jnp.where(confirmed, state.best_step, 0),
+                "chosen_step": state.best_step, "confirmed": confirmed, "final_difference": jnp.stack([delta, se]),
+                "kl_estimates": state.kls, "kl_differences": state.diffs, "start_kl_estimate": first.kl,
+                "best_kl_estimate": state.best_sampled.kl, "kl_estimate": final.kl, "steps": state.step,
+                "fallback": fallback, "first_step": search.a, "line_search_tries": search.tries,
+                "initial_weights": w0, "final_iterate": state.weights}
         return indices, weights, info
 
     return solve

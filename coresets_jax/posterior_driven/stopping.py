@@ -1,0 +1,69 @@
+"""Coreset MCMC's stopping rule (ours; coreset_mcmc.py step 5): the iterates kept as block averages, the
+averages over the last two thirds of the run, and the KL drift between their posteriors."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["Blocks", "FIRST_BLOCK", "NUM_BLOCKS", "drift_kl", "push_block", "thirds"]
+
+Array = jax.Array
+NUM_BLOCKS = 60          # block averages kept by the stopping rule (a multiple of 6)
+FIRST_BLOCK = 10         # iterations per block until the blocks fill up
+
+
+class Blocks(NamedTuple):
+    """Block averages of the iterates for the stopping rule: `sums` (NUM_BLOCKS, M) of the filled blocks,
+    `count` of them, `length` iterations per block, and the running block `current` with `filled`
+    iterations."""
+
+    sums: Array
+    count: Array
+    length: Array
+    current: Array
+    filled: Array
+
+
+def push_block(blocks: Blocks, weights: Array) -> tuple[Blocks, Array]:
+    """Add one iterate; returns the blocks and whether a block was completed by it."""
+    current = blocks.current + weights
+    filled = blocks.filled + 1
+    complete = filled >= blocks.length
+
+    def close(_):
+        sums = blocks.sums.at[blocks.count].set(current)
+        count = blocks.count + 1
+        full = count >= NUM_BLOCKS
+        # Full: merge neighbours, so the blocks double in length and half the slots free up.
+        merged = (sums[0::2] + sums[1::2])
+        sums = jnp.where(full, jnp.concatenate([merged, jnp.zeros_like(merged)]), sums)
+        return Blocks(sums, jnp.where(full, NUM_BLOCKS // 2, count), jnp.where(full, 2 * blocks.length,
+                                                                               blocks.length),
+                      jnp.zeros_like(current), jnp.zeros_like(filled))
+
+    blocks = jax.lax.cond(complete, close, lambda _: Blocks(blocks.sums, blocks.count, blocks.length, current,
+                                                            filled), None)
+    return blocks, complete
+
+
+def thirds(blocks: Blocks) -> tuple[Array, Array]:
+    """(w_A, w_B): the averages over the second-to-last and the last third of the filled blocks."""
+    third = blocks.count // 3
+    slot = jnp.arange(NUM_BLOCKS)
+    in_a = (slot >= blocks.count - 2 * third) & (slot < blocks.count - third)
+    in_b = (slot >= blocks.count - third) & (slot < blocks.count)
+    denom = jnp.maximum(third * blocks.length, 1).astype(blocks.sums.dtype)
+    w_a = jnp.sum(jnp.where(in_a[:, None], blocks.sums, 0.0), axis=0) / denom
+    w_b = jnp.sum(jnp.where(in_b[:, None], blocks.sums, 0.0), axis=0) / denom
+    return w_a, w_b
+
+
+def drift_kl(coreset_lls: Array, w_a: Array, w_b: Array) -> Array:
+    """(1/2) Var[(w_b - w_a).L(theta)] over the rows of `coreset_lls` (R, M): the second-order expansion
+    of KL(pi_{w_a} || pi_{w_b}) in the weights (the Fisher metric of the family pi_w is Cov(L))."""
+    delta = jnp.where((w_a > 0) | (w_b > 0), w_b - w_a, 0.0)
+    values = jnp.where((w_a > 0) | (w_b > 0), coreset_lls, 0.0) @ delta
+    return 0.5 * jnp.var(values) * values.shape[0] / jnp.maximum(values.shape[0] - 1, 1)
