@@ -92,6 +92,7 @@ def test_registry_lists_both_kinds():
         cj.register(cj.Construction("bad", top_norm, needs="both"))
 
 
+@pytest.mark.slow
 def test_toy_vector_method_through_build_coreset_merged_stream(problem):
     V, n = problem["V"], problem["V"].shape[0]
     expected = top_norm_numpy(V, 12)
@@ -122,6 +123,7 @@ def test_toy_vector_method_through_build_coreset_merged_stream(problem):
     assert streamed.method == "stream_test_top_norm"
 
 
+@pytest.mark.slow
 def test_toy_posterior_method_through_coreset_merged_stream(problem):
     model, data, approx = problem["model"], problem["data"], problem["approx"]
     X, y = (np.asarray(a, np.float64) for a in data)
@@ -188,6 +190,7 @@ def test_random_methods_need_a_key_everywhere_and_num_shards_is_explicit(problem
         cj.merged_coreset(None, 4, method="test_top_loglik", model=model, data=data)
 
 
+@pytest.mark.slow
 def test_toy_methods_through_the_cli_config(tmp_path, capsys):
     cfg = tmp_path / "toy.yaml"
     cfg.write_text("data: {synthetic: logistic, n: 300, seed: 1}\nnum_features: 20\nsizes: [5]\n"
@@ -201,7 +204,8 @@ def test_toy_methods_through_the_cli_config(tmp_path, capsys):
 # Pure cores: batched calls equal loops.
 
 
-@pytest.mark.parametrize("method", ["uniform", "giga", "iht2"])
+@pytest.mark.parametrize("method", ["uniform", "giga", pytest.param("iht2", marks=pytest.mark.extended)])
+@pytest.mark.slow
 def test_build_fn_vmaps_over_keys_and_over_V(problem, method):
     V = problem["V"]
     solve = cj.build_fn(method, 15)
@@ -237,6 +241,7 @@ def test_build_fn_reports_finiteness_without_host_sync(problem):
         cj.build_fn("sparse_vi", 10)
 
 
+@pytest.mark.slow
 def test_laplace_fn_vmaps_over_datasets(problem):
     X, y = problem["data"]
     stacked = (X.reshape(2, 200, -1), y.reshape(2, 200))
@@ -249,6 +254,7 @@ def test_laplace_fn_vmaps_over_datasets(problem):
         assert bool(batch.info["converged"][i])
 
 
+@pytest.mark.slow
 def test_whole_trial_vmaps_over_keys(problem):
     """pi_hat -> project -> solve -> sample -> metric as one pure function of the key."""
     model, data = problem["model"], problem["data"]
@@ -278,6 +284,7 @@ def test_whole_trial_vmaps_over_keys(problem):
 # Stepwise chains against a density that changes between steps (what Coreset MCMC needs).
 
 
+@pytest.mark.slow
 def test_step_chains_follow_a_changing_target_to_the_closed_form_posterior():
     D, N, K = 2, 50, 400
     y = cj.data.synthetic_gaussian(jax.random.key(0), N, dim=D, mean=jnp.ones(D))
@@ -311,6 +318,7 @@ def test_step_chains_follow_a_changing_target_to_the_closed_form_posterior():
     assert 0.3 < float(jnp.mean(acc[-50:])) < 1.0
 
 
+@pytest.mark.slow
 def test_weighted_density_is_defined_once_and_masks_zero_weight_rows():
     """A row of weight 0 contributes exactly 0, even where its log-likelihood is -inf (padding slots)."""
     model = cj.Model(log_likelihood=lambda theta, x: jnp.where(x > 5, -jnp.inf, -0.5 * (x - theta[0]) ** 2),

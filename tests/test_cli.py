@@ -13,6 +13,7 @@ from coresets_jax import cli
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow
 def test_run_writes_table_json_coresets_and_plots(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     cfg = tmp_path / "small.yaml"
@@ -48,6 +49,7 @@ def test_run_writes_table_json_coresets_and_plots(tmp_path, capsys):
                                                       ("coreset_points.png", "errors.png", "marginals.png"))
 
 
+@pytest.mark.slow
 def test_npz_data_and_legacy_method_keys(tmp_path, capsys):
     rng = np.random.default_rng(0)
     X = np.concatenate([rng.normal(size=(300, 1)), np.ones((300, 1))], 1)
@@ -151,6 +153,7 @@ def test_every_shipped_config_validates_or_names_its_file():
 
 
 @pytest.mark.slow
+@pytest.mark.extended
 def test_sample_adds_posterior_quality(tmp_path, capsys):
     cfg = tmp_path / "s.yaml"
     cfg.write_text("data: {synthetic: logistic, n: 500, seed: 2}\nnum_features: 30\nsizes: [100]\n"

@@ -27,6 +27,7 @@ def exact_gradient_numpy(y, u, dense_w, core_idx):
     return -cov @ (u - dense_w)
 
 
+@pytest.mark.slow
 def test_kl_gradient_is_unbiased_against_the_closed_form_covariance():
     D, N, M, K, S, R = 2, 30, 5, 4, 8, 4000
     y = np.asarray(cj.data.synthetic_gaussian(jax.random.key(0), N, dim=D, mean=jnp.ones(D)), np.float64)
@@ -77,6 +78,8 @@ def test_coreset_mcmc_options_are_checked():
             cj.coreset(model, y, 2, method, support="omp")
 
 
+@pytest.mark.slow
+@pytest.mark.extended
 def test_coreset_mcmc_through_coreset_merged_and_stream():
     ds = cj.data.synthetic_logistic(jax.random.key(0), 300)
     model, data = cj.models.logistic_regression(), ds.train

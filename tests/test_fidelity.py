@@ -37,6 +37,7 @@ def rel(V, y, idx, w):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.slow
 def test_cone_target_recovered_by_iht2_and_omp(seed):
     V, y = cone_example(seed)
     with jax.enable_x64(True):
@@ -133,6 +134,7 @@ def numpy_ortho_pursuit(V, y, M, steps):
     return support, w
 
 
+@pytest.mark.slow
 def test_omp_reselection_matches_numpy_twin():
     """Low-rank V (rank 4, shifted so the rows correlate): rows drop out of the NNLS, and OMP with the exact
     NNLS follows the NumPy twin to the same error; the default (gradient NNLS) gets within 1e-6 relative."""
@@ -171,6 +173,7 @@ def test_relative_error_when_rows_sum_to_zero():
     np.testing.assert_allclose(float(cj.relative_error(W, jnp.asarray([1.0, 0.0]))), np.sqrt(0.5), rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_auto_compress_policy_keeps_the_greedy_path_on_exact_low_rank_V():
     """V of exact rank 8: the factor A preserves every inner product (compress.py, Eq. (*) with E = 0), so GIGA
     on A selects the same rows with the same weights; the policy declines small V, few iterations and the

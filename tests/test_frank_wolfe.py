@@ -58,6 +58,7 @@ def eta_bar(V):
     return np.sqrt(max(0.0, (sq[:, None] + sq[None, :] - 2 * U @ U.T).max()))  # HC Eq. 3.3
 
 
+@pytest.mark.slow
 def test_frank_wolfe_gaussian_kl_falls_with_M_and_obeys_theorem_4_4():
     sizes = (2, 5, 10, 20, 50)
     kls = {M: [] for M in sizes}
@@ -77,6 +78,7 @@ def test_frank_wolfe_gaussian_kl_falls_with_M_and_obeys_theorem_4_4():
     assert all(b < a for a, b in zip(medians, medians[1:])), medians
 
 
+@pytest.mark.slow
 def test_fixed_step_rule_obeys_eq_4_12():
     y, V, _ = gaussian_problem(7)
     Vn = np.asarray(V, np.float64)
@@ -88,6 +90,7 @@ def test_fixed_step_rule_obeys_eq_4_12():
         np.testing.assert_allclose(cs.info["gammas"][:3], [2 / 7, 2 / 10, 2 / 13], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_frank_wolfe_beats_uniform_by_10x_at_M_50():
     fw, unif = [], []
     for trial in range(20):
@@ -97,6 +100,7 @@ def test_frank_wolfe_beats_uniform_by_10x_at_M_50():
     assert np.median(fw) * 10 <= np.median(unif), (np.median(fw), np.median(unif))
 
 
+@pytest.mark.slow
 def test_importance_sampling_is_unbiased_and_matches_eq_4_1():
     rng = np.random.default_rng(1)
     V = jnp.asarray(rng.normal(size=(12, 4)) + 0.3, jnp.float32)
@@ -131,6 +135,7 @@ def test_same_key_same_coreset(method):
         assert not np.array_equal(a.dense(200), c.dense(200))
 
 
+@pytest.mark.slow
 def test_pipeline_reproducible_and_better_than_uniform():
     ds = cj.data.synthetic_logistic(jax.random.key(0), 2_000)
     model = cj.models.logistic_regression()

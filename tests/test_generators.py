@@ -9,6 +9,7 @@ import pytest
 import coresets_jax as cj
 
 
+@pytest.mark.slow
 def test_logistic_and_poisson_hc_7_2():
     ds = cj.data.synthetic_logistic(jax.random.key(0), 20_000, num_test=1000)
     assert ds.X.shape == (20_000, 3) and ds.Xt.shape == (1000, 3)
@@ -50,6 +51,7 @@ def test_gaussian_mean_iht_5_1():
     assert abs(resid.mean()) < 0.01 and abs(resid.std() - 1.0) < 0.01
 
 
+@pytest.mark.slow
 def test_vmf_six_poles():
     ds = cj.data.synthetic_vmf(jax.random.key(5), n=6000, num_test=600)
     X, lab = np.asarray(ds.X), np.asarray(ds.y).astype(int)
@@ -63,6 +65,7 @@ def test_vmf_six_poles():
     assert np.all(np.bincount(lab, minlength=6) > 800)
 
 
+@pytest.mark.slow
 def test_rbf_coordinates():
     ds = cj.data.synthetic_rbf(jax.random.key(6), n=1000, num_test=100)
     assert ds.X.shape == (1000, 2) and ds.y.shape == (1000,) and ds.Xt.shape == (100, 2)

@@ -56,6 +56,7 @@ def problem(seed, n=120, j=30):
 
 
 @pytest.mark.parametrize("method", ["iht", "iht2"])
+@pytest.mark.slow
 def test_iht_objective_matches_numpy_float64(method):
     for seed in (0, 1):
         V = problem(seed)
@@ -101,6 +102,7 @@ def test_projection_and_float64_top_k():
 @settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), shift=st.floats(-0.5, 2.0), method=st.sampled_from(["iht", "iht2"]),
        simplex=st.booleans())
+@pytest.mark.slow
 def test_iht_invariants(seed, shift, method, simplex):
     rng = np.random.default_rng(seed)
     V = rng.normal(size=(60, 12)) * rng.uniform(0.2, 3.0, size=(60, 1)) + shift
@@ -125,6 +127,8 @@ def test_iht_invariants(seed, shift, method, simplex):
 
 @settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), shift=st.floats(-0.5, 2.0), method=st.sampled_from(["iht", "iht2"]))
+@pytest.mark.slow
+@pytest.mark.extended
 def test_two_starts_dominate_each_start(seed, shift, method):
     """init="both" returns f <= min(f(IHT from 0), f(GIGA)): float64, so the lockstep run follows the same
     path as each single start."""
@@ -142,6 +146,7 @@ def test_two_starts_dominate_each_start(seed, shift, method):
 
 @settings(max_examples=6, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), shift=st.floats(-0.5, 2.0))
+@pytest.mark.slow
 def test_default_debias_dominates_each_rule(seed, shift):
     """debias="both" (the default) runs the printed step and the NNLS de-bias in lockstep: in float64 its
     objective is <= that of either rule alone (Algorithm 3 as printed is never beaten by the new default)."""
@@ -170,6 +175,7 @@ def test_iht_options_are_checked():
         cj.build(V, 2, "iht", debias="nnls")  # A-IHT (Algorithm 2) has no de-bias step
 
 
+@pytest.mark.slow
 def test_nnls_debias_solves_nnls_on_its_support():
     """debias="nnls": the returned weights solve min_{w >= 0} ||y - V_S^T w|| on their support S (checked
     against scipy's active-set NNLS), and on a rank-5 V the error reaches float64 precision."""
@@ -229,6 +235,8 @@ def section_5_1_kls(Ks, methods=("uniform", "giga", "iht2"), D=20, N=200, trials
     return {m: {K: float(np.median(v)) for K, v in d.items()} for m, d in kls.items()}
 
 
+@pytest.mark.slow
+@pytest.mark.extended
 def test_iht_section_5_1_miniature():
     """IHT §5.1 with D = 20, N = 200, K in {10, 50, 100}: A-IHT II's median forward KL is <= GIGA's and
     uniform's. K = 10 is below the rank D + 1 = 21 of the exact vectors, where the zero start alone stalls

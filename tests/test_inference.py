@@ -36,6 +36,7 @@ def _check_recovers(post, mean, cov):
 
 @pytest.mark.parametrize("method", list(METHOD_KWARGS))
 @pytest.mark.parametrize("use_coreset", [False, True], ids=["full", "coreset"])
+@pytest.mark.slow
 def test_recovers_exact_gaussian_posterior(gaussian, method, use_coreset):
     weights = gaussian["cs"] if use_coreset else None
     mean, cov = gaussian["weighted"] if use_coreset else gaussian["full"]
@@ -56,6 +57,7 @@ def test_weighted_and_full_posteriors_differ(gaussian):
     assert gaussian["cs"].num_points <= 20
 
 
+@pytest.mark.slow
 def test_new_coreset_of_same_capacity_does_not_recompile(gaussian):
     kwargs = dict(method="rwmh", num_samples=200, num_warmup=200, num_chains=2)
     first = cj.sample(gaussian["model"], gaussian["y"], jax.random.key(0), weights=gaussian["cs"], **kwargs)
@@ -71,6 +73,7 @@ def test_new_coreset_of_same_capacity_does_not_recompile(gaussian):
     assert third.compiled and trace_count() == before + 1
 
 
+@pytest.mark.slow
 def test_thinning_and_dense_weights(gaussian):
     cs = gaussian["cs"]
     post = cj.sample(gaussian["model"], gaussian["y"], jax.random.key(3), weights=cs.dense(N), method="rwmh",
@@ -82,6 +85,7 @@ def test_thinning_and_dense_weights(gaussian):
     assert np.all(np.abs(z) < 1.0)
 
 
+@pytest.mark.slow
 def test_sample_weighted_fn_is_jittable_with_traced_weights(gaussian):
     y, cs = gaussian["y"], gaussian["cs"]
     run = sample_weighted_fn(gaussian["model"], "mala", num_samples=200, num_warmup=200, num_chains=1)
@@ -101,6 +105,8 @@ def test_sample_weighted_fn_is_jittable_with_traced_weights(gaussian):
     assert np.all(np.abs(np.asarray(doubled - mean2)) < 0.5 * np.sqrt(np.asarray(cov[0, 0])))
 
 
+@pytest.mark.slow
+@pytest.mark.extended
 def test_nuts_matches_long_rwmh_on_logistic_regression():
     ds = cj.data.synthetic_logistic(jax.random.key(7), 5000)
     model = cj.models.logistic_regression()
@@ -121,6 +127,7 @@ def test_nuts_matches_long_rwmh_on_logistic_regression():
     assert np.all(np.abs(np.asarray(nuts.mean) - np.array([3.0, 3.0, 0.0])) < 0.5)
 
 
+@pytest.mark.slow
 def test_to_arviz_summary(gaussian):
     az = pytest.importorskip("arviz")
     post = cj.sample(gaussian["model"], gaussian["y"], jax.random.key(0), weights=gaussian["cs"],

@@ -41,6 +41,7 @@ def test_weights_equal_duplicated_rows(problem):
     assert np.allclose(np.asarray(c_w), np.asarray(c_d), rtol=1e-3)
 
 
+@pytest.mark.slow
 def test_sample_recovers_weighted_linear_regression(problem):
     X, y = problem
     model = cj.models.linear_regression(noise_scale=0.3)

@@ -24,6 +24,7 @@ def _numpy_kl(m0, S0, m1, S1):
                   + np.log(np.linalg.det(S1) / np.linalg.det(S0)))
 
 
+@pytest.mark.slow
 def test_gaussian_kl_matches_numpy_both_directions():
     rng = np.random.default_rng(0)
     for d in (1, 2, 5):
@@ -107,6 +108,7 @@ def test_normalisations():
         metrics.median_pairwise_wasserstein1(runs[:1])
 
 
+@pytest.mark.slow
 def test_laplace_kl_exact_for_linear_regression():
     """The Laplace fit of a Gaussian posterior is exact, so laplace_kl equals the closed-form KLs."""
     rng = np.random.default_rng(8)

@@ -84,6 +84,7 @@ def test_laplace_is_exact_for_the_gaussian_mean_model(method):
     np.testing.assert_allclose(approx.cov, cov, rtol=1e-3, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_laplace_on_logistic_finds_the_mode_and_subsample_is_close():
     ds = cj.data.synthetic_logistic(jax.random.key(1), 5_000)
     model = cj.models.logistic_regression()

@@ -34,6 +34,7 @@ def logistic_data():
     return X, y, ((y + 1) / 2).astype(jnp.int32)  # NumPyro's Bernoulli takes {0, 1}
 
 
+@pytest.mark.slow
 def test_logistic_matches_builtin_vectors_and_coreset(logistic_data):
     X, y_pm, y01 = logistic_data
     model, data = cj.from_numpyro(logreg, X, y=y01)
@@ -140,6 +141,7 @@ def test_to_arviz_site_names_and_stats():
 
 
 @pytest.mark.slow
+@pytest.mark.extended
 def test_halfnormal_posterior_matches_numpyro_nuts():
     from numpyro.infer import MCMC, NUTS
 

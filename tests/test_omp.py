@@ -57,6 +57,7 @@ def test_nnls_matches_scipy():
 
 @settings(max_examples=8, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), shift=st.floats(0.0, 2.0))
+@pytest.mark.slow
 def test_omp_exact_on_rank_5(seed, shift):
     """Once the support spans V's row space (and its cone holds the target), the error is at rounding level."""
     rng = np.random.default_rng(seed)
@@ -84,6 +85,7 @@ def test_omp_invariants(seed, shift):
     assert abs(float(cj.relative_error(V, cs, squared=True)) - errors[-1]) <= 1e-4
 
 
+@pytest.mark.slow
 def test_refit_improves_every_solver():
     rng = np.random.default_rng(5)
     V = jnp.asarray(rng.normal(size=(200, 20)) + 0.3, jnp.float32)

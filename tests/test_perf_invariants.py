@@ -21,6 +21,7 @@ def low_rank(seed, n=1500, j=48, rank=6, noise=0.0):
 
 
 @pytest.mark.parametrize("method", ITERATIVE)
+@pytest.mark.slow
 def test_repeated_calls_do_not_recompile(method):
     V = jnp.asarray(low_rank(0), jnp.float32)
     solve = construct._compiled_build(cj.registry.resolve(method), 20, ())
@@ -44,7 +45,7 @@ def test_compressed_repeated_calls_do_not_recompile():
     assert solve._cache_size() == size
 
 
-@pytest.mark.parametrize("method", ITERATIVE)
+@pytest.mark.parametrize("method", [m if m != "iht2" else pytest.param(m, marks=pytest.mark.slow) for m in ITERATIVE])
 def test_exact_low_rank_same_support_and_weights(method):
     V = low_rank(2)
     with jax.enable_x64(True):
@@ -59,6 +60,7 @@ def test_exact_low_rank_same_support_and_weights(method):
 
 
 @pytest.mark.parametrize("method", ITERATIVE)
+@pytest.mark.slow
 def test_error_change_bounded_by_discarded_energy(method):
     V = low_rank(3, noise=1e-2)
     with jax.enable_x64(True):
@@ -93,6 +95,7 @@ def test_auto_leaves_small_problems_alone():
         cj.build(V, 30, "frank_wolfe", compress="yes")
 
 
+@pytest.mark.slow
 def test_frank_wolfe_cache_matches_from_scratch_after_100_iterations():
     V = low_rank(5, n=400, j=16, rank=16)
     with jax.enable_x64(True):

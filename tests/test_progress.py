@@ -84,6 +84,7 @@ def test_while_loop_with_batched_predicate(shown):
     assert [n for _, n, _ in log] == [8, 16, 24, 32, 37] and bars[0].closed
 
 
+@pytest.mark.slow
 def test_solver_driver_and_projection_unchanged(shown, monkeypatch):
     log, _ = shown
     monkeypatch.setattr(progress, "every_for", lambda elements: 4)  # small V: report often anyway
@@ -163,6 +164,7 @@ def test_every_for_targets_work_per_report():
     assert progress.every_for(1) == 2**30
 
 
+@pytest.mark.slow
 def test_sample_reports_warmup_and_sampling(shown, monkeypatch):
     log, bars = shown
     monkeypatch.setattr(cj.inference.driver, "PROGRESS_MIN_WORK", 0)
@@ -192,6 +194,7 @@ def test_sampling_below_the_work_threshold_traces_no_callback(shown, monkeypatch
     assert "callback" in traced()
 
 
+@pytest.mark.slow
 def test_coreset_mcmc_reports_its_iterations(shown):
     log, bars = shown
     ds = cj.data.synthetic_logistic(jax.random.key(0), 100)

@@ -27,6 +27,7 @@ def newton_step_numpy(thetas, y, core_idx, w, tau):
     return np.maximum(w - np.linalg.solve(G, g), 0.0)
 
 
+@pytest.mark.slow
 def test_one_step_with_exact_samples_matches_numpy_newton_and_reaches_the_posterior():
     D, N, M, S, tau = 2, 200, 8, 4000, 1e-3
     y = np.asarray(cj.data.synthetic_gaussian(jax.random.key(0), N, dim=D, mean=jnp.ones(D)), np.float64)
@@ -90,6 +91,8 @@ def test_quasi_newton_options_are_checked():
             cj.coreset(model, y, 2, "quasi_newton", **bad)
 
 
+@pytest.mark.slow
+@pytest.mark.extended
 def test_quasi_newton_through_coreset_merged_and_stream():
     ds = cj.data.synthetic_logistic(jax.random.key(0), 300)
     model, data = cj.models.logistic_regression(), ds.train

@@ -1,3 +1,4 @@
+import pytest
 """RBF regression (IHT §5.2): basis layout, and the closed-form weighted posterior and the exact centred
 L2(pi) vectors against direct NumPy linear algebra written here."""
 
@@ -13,6 +14,7 @@ def _problem(n=120, per_scale=4):
     return ds, cj.models.rbf_regression(jax.random.key(1), ds.X, ds.y, per_scale=per_scale)
 
 
+@pytest.mark.slow
 def test_basis_layout_and_features():
     ds, p = _problem()
     B, y = p.data
@@ -29,6 +31,7 @@ def test_basis_layout_and_features():
     np.testing.assert_allclose(p.prior_scale**2, np.mean(np.asarray(y) ** 2), rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_weighted_posterior_matches_numpy():
     with jax.enable_x64(True):
         ds = cj.data.synthetic_rbf(jax.random.key(0), n=120, dtype=jnp.float64)
@@ -48,6 +51,7 @@ def test_weighted_posterior_matches_numpy():
         np.testing.assert_allclose(full[0], cj.models.rbf_posterior(p, jnp.ones(120))[0], rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_exact_centered_vectors_match_monte_carlo_gram():
     with jax.enable_x64(True):
         ds = cj.data.synthetic_rbf(jax.random.key(2), n=30, dtype=jnp.float64)

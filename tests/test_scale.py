@@ -12,6 +12,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import coresets_jax as cj
 
+pytestmark = [pytest.mark.slow]
+
 V0 = np.asarray(jax.random.normal(jax.random.key(0), (80, 30)) + 0.5, np.float32)  # M < J: no near-ties
 KEY = jax.random.key(1)
 REFERENCE = {m: cj.build(jnp.asarray(V0), 8, m, key=KEY) for m in cj.METHODS}

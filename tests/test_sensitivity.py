@@ -31,6 +31,7 @@ def _brute_force_sensitivity(data, radius, num_r=61, num_angle=721):
     return np.max(len(Z) * phi / phi.sum(0, keepdims=True), axis=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("radius", [1.0, 2.5])
 def test_lemma_3_1_bound_dominates_brute_force_sensitivity(radius):
     data = _logistic_2d(jax.random.key(0), 80)
@@ -43,6 +44,7 @@ def test_lemma_3_1_bound_dominates_brute_force_sensitivity(radius):
     assert np.all((m >= 1 - 1e-6) & (m <= len(m) + 1e-3))
 
 
+@pytest.mark.slow
 def test_lemma_3_1_bound_with_default_radius_and_one_cluster():
     # k = 1: the clustering is trivially every point, and Lemma 3.1 must still dominate.
     data = _logistic_2d(jax.random.key(3), 60)
@@ -60,6 +62,7 @@ def _bounded_logistic(key, n):
     return X, y
 
 
+@pytest.mark.slow
 def test_mean_sensitivity_flat_in_n():
     # LR Fig. 1b: at fixed R and k the mean sensitivity bound stays flat as N grows. Averaged over two
     # seeds; a loose factor 1.5 allows for k-means++ landing in different local optima. The k-means
@@ -74,6 +77,7 @@ def test_mean_sensitivity_flat_in_n():
     assert min(means) > 1.0
 
 
+@pytest.mark.slow
 def test_sensitivity_sample_is_unbiased():
     m = jnp.array([1.0, 2.0, 5.0, 0.5, 10.0, 3.0])
     size = 4
@@ -92,6 +96,7 @@ def test_sensitivity_sample_is_unbiased():
     assert float(jnp.sum(cs.weights * m[cs.indices])) == pytest.approx(float(jnp.sum(m)), rel=1e-5)
 
 
+@pytest.mark.slow
 def test_sensitivity_coreset_api_and_size_from_tolerance():
     ds = cj.data.synthetic_logistic(jax.random.key(2), 5_000)
     key = jax.random.key(0)
@@ -116,6 +121,7 @@ def test_sensitivity_coreset_api_and_size_from_tolerance():
         cj.sensitivity_coreset(ds.train, 10, key, centers="median")
 
 
+@pytest.mark.slow
 def test_kmeans_recovers_separated_clusters():
     key = jax.random.key(5)
     true = jnp.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])

@@ -18,6 +18,8 @@ import pytest
 import coresets_jax as cj
 from coresets_jax import sharding
 
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
+
 SCRIPT = textwrap.dedent(r"""
     import json, os, re
     import jax, jax.numpy as jnp, numpy as np

@@ -8,6 +8,7 @@ import pytest
 import coresets_jax as cj
 
 
+@pytest.mark.slow
 def test_sparse_vi_gaussian_beats_uniform_and_respects_constraints():
     D, N, M = 5, 100, 10
     y = cj.data.synthetic_gaussian(jax.random.key(0), N, dim=D, mean=jnp.ones(D))

@@ -22,6 +22,7 @@ def test_half_precision_matvec_accumulates_in_float32(dtype):
     np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_bfloat16_storage_keeps_solution_quality():
     ds = cj.data.synthetic_logistic(jax.random.key(0), 4000)
     model = cj.models.logistic_regression()

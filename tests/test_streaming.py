@@ -24,6 +24,7 @@ def problem():
     return model, ds, thetas, key, V
 
 
+@pytest.mark.slow
 def test_stream_of_16_chunks_close_to_one_shot(problem):
     model, ds, thetas, key, V = problem
     chunks = (jax.tree_util.tree_map(lambda a: a[i * (N // B):(i + 1) * (N // B)], ds.train) for i in range(B))
@@ -51,6 +52,7 @@ def test_stream_of_16_chunks_close_to_one_shot(problem):
     np.testing.assert_array_equal(np.asarray(st.info["data"][0])[live], np.asarray(ds.X)[np.asarray(st.indices)[live]])
 
 
+@pytest.mark.slow
 def test_memory_mapped_source_matches_generator(problem, tmp_path):
     model, ds, thetas, key, V = problem
     n = 3000  # 3 chunks of 1000: a partial tree (levels 0 and 1) to merge at the end
@@ -137,6 +139,7 @@ def test_killed_stream_resumes_to_the_same_coreset(tmp_path):
     np.testing.assert_array_equal(got["weights"], np.asarray(ref.weights))
 
 
+@pytest.mark.slow
 def test_checkpoint_from_other_settings_is_refused_and_size_above_n(problem, tmp_path):
     model, ds, thetas, key, V = problem
     X, y = np.asarray(ds.X[:2000]), np.asarray(ds.y[:2000])

@@ -23,6 +23,7 @@ def test_log_bessel_matches_scipy(dim):
     np.testing.assert_allclose(ours[ok], ref[ok], rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_normalizer_closed_form_d3_and_huge_tau():
     # D = 3: C_3(tau) = tau / (4 pi sinh tau), so log C_3 = log tau - log(2 pi) - tau - log(1 - e^{-2 tau}).
     with jax.enable_x64(True):
@@ -34,6 +35,7 @@ def test_normalizer_closed_form_d3_and_huge_tau():
 
 
 @pytest.mark.parametrize("dim,kappa", [(3, 5.0), (3, 50.0), (5, 20.0)])
+@pytest.mark.slow
 def test_sampler_mean_resultant_length(dim, kappa):
     # E[mu^T x] = A_D(kappa) = I_{D/2}(kappa) / I_{D/2-1}(kappa) (Mardia & Jupp 9.3.5).
     mu = jnp.asarray(np.linalg.qr(np.random.default_rng(0).normal(size=(dim, dim)))[0][:, 0], jnp.float32)
@@ -51,6 +53,7 @@ def _match(mu_hat, poles):
     return float(np.mean(np.arccos(np.clip(cos.max(1), -1, 1))))
 
 
+@pytest.mark.slow
 def test_em_and_weighted_gibbs_recover_poles():
     ds = cj.data.synthetic_vmf(jax.random.key(0), n=600)
     poles = np.concatenate([np.eye(3), -np.eye(3)])
@@ -76,6 +79,7 @@ def test_em_and_weighted_gibbs_recover_poles():
     np.testing.assert_allclose(np.asarray(again.mu.mean(0)), np.asarray(draws.mu.mean(0)), atol=0.03)
 
 
+@pytest.mark.slow
 def test_model_loglik_matches_numpy_and_pihat_samples():
     model = cj.models.vmf_mixture()
     ds = cj.data.synthetic_vmf(jax.random.key(3), n=50)
