@@ -24,7 +24,8 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from . import sharding as _sharding
-from .construct import _key_for, build_fn, coreset_fn, rescaled, resolve_pi_hat, start_from
+from .construct.posterior import coreset_fn, resolve_pi_hat, start_from
+from .construct.vectors import _key_for, build_fn, rescaled
 from .core import Coreset, Model
 from .core import validate as _validate
 from .registry import Construction, resolve

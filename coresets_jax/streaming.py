@@ -34,7 +34,8 @@ import numpy as np
 
 from .core import checks as _checks
 from .core import validate as _validate
-from .construct import build, compiled_coreset_fn, start_from
+from .construct.posterior import compiled_coreset_fn, start_from
+from .construct.vectors import build
 from .pihat import samples
 from .io import atomic_write
 from .core.model import Model

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import coresets_jax as cj
-from coresets_jax import construct
+from coresets_jax.construct import vectors as construct
 from coresets_jax.compress import compress
 from coresets_jax.solvers import frank_wolfe, make_problem
 

@@ -1,0 +1,138 @@
+"""`cj.coreset`: the whole pipeline of HC Algorithm 3 (pi_hat, projection, solver) for vector methods, or pi_hat
+then a posterior-driven core; with `certify=True`, its certificate."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+import jax
+import jax.numpy as jnp
+
+from .. import io as _io
+from .. import posterior_driven as _posterior_driven
+from .. import projection as _projection
+from ..core import Coreset, Model
+from ..core import checks as _checks
+from ..core import validate as _validate
+from ..registry import resolve
+from .posterior import (_compact_start, _pad_result, _resolve_support, _warn_stuck_chains, _warn_unfinished,
+                        compiled_coreset_fn, resolve_pi_hat, start_from)
+from .vectors import _build, _check_finite_result, _key_data, _key_for, build
+
+__all__ = ["coreset"]
+
+
+def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
+            key: Optional[jax.Array] = None, *, norm: str = "fisher", num_features: int = 500,
+            pi_hat: Any = None, dtype=None, init: Any = None, return_vectors: bool = False,
+            support: Any = None, support_rows: Any = None, certify: bool = False, **options):
+    """The whole pipeline of HC Algorithm 3: pi_hat, random projection, then the sparse solver.
+
+    Args:
+      model, data: the model and its data pytree (leading axis N).
+      size: M, the coreset capacity.
+      method: a name in `cj.METHODS` (projected-vector solvers) or `cj.POSTERIOR_METHODS` ("sparse_vi",
+        ...; these sample the coreset posterior themselves, and norm/num_features are unused), or a
+        `cj.Construction`.
+      key: PRNG key (split for pi_hat, projection and solver); required by the random methods ("uniform",
+        "importance" and the posterior-driven ones); the others default to `jax.random.key(0)`.
+      norm: "fisher" | "l2" | "centered".
+      num_features: J, the projection dimension.
+      pi_hat: None or "laplace" (default), "prior", an (S, D) array of samples, or any object with
+        `.sample(key, num)` (e.g. `cj.laplace(...)`).
+      dtype: projection dtype (float32 default).
+      init: a starting theta (D,) for the Laplace fit, for models without `init_params` or `dim`.
+      return_vectors: also return V (vector methods; None for posterior-driven ones unless `support` projects),
+        as `(coreset, V)`. The coreset's `info["relative_error"]` is always the error on V.
+      support: posterior-driven methods only: where the points come from. "uniform" (the papers): M rows
+        drawn uniformly, each weighted N / M. A vector method's name (e.g. "giga", "iht2", "omp"): that
+        method's coreset on the projected features (norm, num_features) is the start, and only its points'
+        weights are then optimised against the coreset posterior; `info["support"]` names it. None (default):
+        the method's `default_support` ("omp" for coreset_mcmc and quasi_newton, chosen in
+        benchmarks/models.py; "uniform" for sparse_vi).
+      support_rows: rows projected for the `support` start: None (default) every row up to 50,000, else a
+        uniform subsample of 50,000 (at least 4 M), the start's weights scaled by N / rows
+        (`posterior_driven/support.py`, measured in benchmarks/support_rows.py); an int sets the cap.
+      certify: certify the result against the full data (`cj.certify`) and attach it as `cs.certificate`.
+        Posterior-driven methods certify their own draws (`info["samples"]`); for the others the draws are
+        `cj.sample(model, data, key, weights=cs)` with NUTS, 2 chains of 500 + 500 steps on the coreset's rows.
+        Warns when k-hat > 0.7.
+      **options: the method's options (and `refit`, `compress`, `compress_tol` for vector methods).
+    """
+    if certify not in (True, False):
+        raise ValueError(f"certify: expected True or False, got {certify!r}")
+    if certify:
+        result = coreset(model, data, size, method, key, norm=norm, num_features=num_features, pi_hat=pi_hat,
+                         dtype=dtype, init=init, return_vectors=return_vectors, support=support,
+                         support_rows=support_rows, **options)
+        cs, V = result if return_vectors else (result, None)
+        cs = _certified(model, data, cs, key)
+        return (cs, V) if return_vectors else cs
+    construction = resolve(method)
+    _validate.check_choice(norm, ("fisher", "l2", "centered"), "norm")
+    n = _checks.check_model_data(model, data)
+    size = _validate.check_size(size, n)
+    if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < 1:
+        raise ValueError(f"num_features: must be a positive integer, got {num_features!r}")
+    support_method = _resolve_support(support, construction)
+    if support_rows is not None and support_method is None:
+        raise ValueError("support_rows: only a posterior-driven method started from a vector method's coreset "
+                         "(support=...) projects rows; leave support_rows unset")
+    rows = _posterior_driven.support.resolve_rows(support_rows, n, size)
+    if construction.needs == "posterior":
+        opts = construction.check_options(options)
+        construction.make(model, size, **dict(opts))  # every option's value checked before any work
+    # As cj.build: a random method needs a key; a deterministic one defaults to key(0), so that the
+    # projection (and the whole coreset) repeats exactly.
+    key = _key_for(construction, key)
+    key_pi, key_theta, key_proj, key_solve = _validate.split_key(key, 4)
+    approx = resolve_pi_hat(pi_hat, model, data, key_pi, init)
+    if construction.needs == "posterior":
+        start_time = time.perf_counter()
+        initial, V, slots = None, None, size
+        if support_method is not None:
+            thetas = approx.sample(key_theta, num_features)
+            start_cs, V = _posterior_driven.support.support_start(model, data, size, support_method, thetas,
+                                                                  key_proj, rows=rows, build=build, norm=norm,
+                                                                  dtype=dtype)
+            initial, slots = _compact_start(start_cs, size)
+        solve = compiled_coreset_fn(model, construction, slots, opts)
+        cs = _check_finite_result(solve(key_solve, jax.tree_util.tree_map(jnp.asarray, data),
+                                        start_from(approx, key_theta), initial=initial))
+        if support_method is not None:
+            cs = _pad_result(cs, size, support_method.name)
+            cs = Coreset(cs.indices, cs.weights, dict(cs.info, support_rows=rows), cs.method)
+        _warn_stuck_chains(cs.info, construction.name)
+        _warn_unfinished(cs.info, construction.name)
+        cs = Coreset(cs.indices, cs.weights, cs.info, cs.method, {
+            "method": construction.name, "size": size, "options": dict(opts), "key": _key_data(key),
+            "N": n, "time_s": time.perf_counter() - start_time,
+            "support": "uniform" if support_method is None else support_method.name,
+            "data_digest": _io.digest(data),
+            "support_rows": rows if support_method is not None else None})
+        return (cs, V) if return_vectors else cs
+    V, stats = _projection.features(model, data, approx, key_theta, key_proj, norm, num_features, dtype)
+    compress, compress_tol = options.pop("compress", "auto"), options.pop("compress_tol", 3e-3)
+    cs = _build(V, stats, size, construction, key_solve, compress, compress_tol, options)
+    cs = Coreset(cs.indices, cs.weights, cs.info, cs.method,
+                 dict(cs.settings, norm=norm, num_features=num_features, key=_key_data(key),
+                      data_digest=_io.digest(data)))
+    return (cs, V) if return_vectors else cs
+
+
+CERTIFY_SAMPLING = dict(method="nuts", num_samples=500, num_warmup=500, num_chains=2)
+
+
+def _certified(model: Model, data: Any, cs: Coreset, key: Optional[jax.Array]) -> Coreset:
+    """`cs` with its `cj.certify` certificate: its own draws when it has them, else NUTS on the coreset."""
+    from .certification import certify, warn_if_unreliable
+    from .inference import sample
+
+    draws = cs.info.get("samples") if isinstance(cs.info, dict) else None
+    if draws is None:
+        key = jax.random.fold_in(jax.random.key(0) if key is None else _validate.check_key(key), 1)
+        draws = sample(model, data, key, weights=cs, warn=False, **CERTIFY_SAMPLING).samples
+    cert = certify(model, data, cs, draws)
+    warn_if_unreliable(cert, cs.method, stacklevel=3)
+    return cs.with_certificate(cert)

@@ -1,0 +1,168 @@
+"""The pure cores of the posterior-driven constructions (`coreset_fn`), their start (pi_hat's Gaussian summary),
+where their points come from (`support=`), and the warnings about their chains."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import warnings
+from typing import Any, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import pihat as _pihat
+from ..core import Coreset, Model
+from ..core import checks as _checks
+from ..core import compiled as _compiled_fns
+from ..registry import Construction, Start, resolve
+from .vectors import _as_key, _check_static_size, _finish
+
+__all__ = ["compiled_coreset_fn", "coreset_fn", "resolve_pi_hat", "start_from"]
+
+
+def coreset_fn(model: Model, method: Any, size: int, **options):
+    """The pure core of a posterior-driven method:
+    `(key, data, start, data_weights=None, initial=None) -> Coreset`.
+
+    `start` is a `cj.Start(mean, cov)` (pi_hat's Gaussian summary; e.g. from `cj.laplace`), used to start
+    and precondition chains. `data_weights` (N,) weights the full-data target (default: ones). `initial`
+    `(indices, weights)`, each (size,), is the starting coreset (default: M rows drawn uniformly, as in the
+    papers); only its rows with weight > 0 are optimised. Jittable and vmappable over keys; validation
+    happens here, once.
+    """
+    if not isinstance(model, Model):
+        raise ValueError(f"model: expected a cj.Model, got {type(model).__name__}")
+    construction = resolve(method, needs="posterior")
+    size = _check_static_size(size)
+    core = construction.make(model, size, **dict(construction.check_options(options)))
+
+    takes_initial = "initial" in inspect.signature(core).parameters
+
+    def solve(key, data, start, data_weights=None, initial=None) -> Coreset:
+        n = jax.tree_util.tree_leaves(data)[0].shape[0]
+        if size > n:
+            raise ValueError(f"size: must be at most N = {n}")
+        if data_weights is None:
+            data_weights = jnp.ones(n, jnp.result_type(start.mean.dtype, jnp.float32))
+        if initial is None:
+            indices, weights, info = core(_as_key(key), data, data_weights, start)
+        elif not takes_initial:
+            raise ValueError(f"initial: {construction.name} does not take a starting coreset")
+        else:
+            indices, weights, info = core(_as_key(key), data, data_weights, start, initial)
+        return _finish(indices, weights, info, construction.name)
+
+    return solve
+
+
+@functools.lru_cache(maxsize=64)
+def compiled_coreset_fn(model: Model, construction: Construction, size: int, options: tuple):
+    """`jax.jit(coreset_fn(...))`, cached per (model, construction, size, options) so that repeated calls
+    (streaming reductions, the CLI's repeats) never recompile; `options` is `construction.check_options`'s
+    sorted tuple."""
+    return _compiled_fns.jit(coreset_fn(model, construction, size, **dict(options)))
+
+
+def start_from(approx: Any, key: jax.Array, num: int = 256) -> Start:
+    """pi_hat's Gaussian summary: its mean and cov; for supplied samples, their moments; otherwise the moments
+    of `num` of its draws. A 1e-6 ridge keeps a sample covariance positive definite."""
+    if hasattr(approx, "mean") and hasattr(approx, "cov") and not callable(approx.cov):
+        return Start(jnp.asarray(approx.mean), jnp.asarray(approx.cov))
+    thetas = approx.thetas if isinstance(approx, _pihat.Samples) else approx.sample(key, num)
+    d = thetas.shape[1]
+    cov = jnp.cov(thetas, rowvar=False).reshape(d, d) if thetas.shape[0] > 1 else jnp.eye(d, dtype=thetas.dtype)
+    return Start(jnp.mean(thetas, axis=0), cov + 1e-6 * jnp.eye(d, dtype=thetas.dtype))
+
+
+def resolve_pi_hat(pi_hat: Any, model: Model, data: Any, key: jax.Array, init: Any = None):
+    """pi_hat as an object with `.sample(key, num)`: None or "laplace" (a Laplace fit on `data`), "prior", an
+    (S, D) array of samples, or such an object itself. The one place a pi_hat argument is read (`coreset`,
+    `merged_coreset`, `stream_coreset`)."""
+    if pi_hat is None or (isinstance(pi_hat, str) and pi_hat == "laplace"):
+        return _pihat.laplace(model, data, key=key, init=init)
+    if isinstance(pi_hat, str):
+        if pi_hat == "prior":
+            return _pihat.prior(model, data)
+        raise ValueError(f"pi_hat: unknown value {pi_hat!r}; expected 'laplace', 'prior', an (S, D) array "
+                         "of samples, or an object with .sample(key, num)")
+    if hasattr(pi_hat, "sample"):
+        return pi_hat
+    _checks.check_theta(model, data, pi_hat, "pi_hat", ndim=2)
+    return _pihat.samples(pi_hat)
+
+
+def _compact_start(start: Coreset, size: int) -> tuple[tuple[jax.Array, jax.Array], int]:
+    """The start's live points first, in `slots` = the next power of two >= their number (at most `size`):
+    the refinement only moves live weights, and its chains then evaluate `slots` rows, not `size` (a greedy
+    support of 21 points at M = 1000 costs 1/48 as much per step). Powers of two bound the compilations."""
+    weights = np.asarray(start.weights)
+    live = np.flatnonzero(weights > 0)
+    if live.size == 0:
+        raise ValueError("support: the starting coreset has no point with positive weight")
+    slots = min(size, 1 << int(np.ceil(np.log2(max(live.size, 2)))))
+    order = np.concatenate([live, np.flatnonzero(weights <= 0)])[:slots]
+    return (jnp.asarray(np.asarray(start.indices)[order], jnp.int32), jnp.asarray(weights[order])), slots
+
+
+def _pad_result(cs: Coreset, size: int, support: str) -> Coreset:
+    """A refinement run on compacted slots, padded back to `size` (padding: row 0, weight 0)."""
+    pad = size - cs.weights.shape[0]
+    info = dict(cs.info, support=support)
+    for name in ("initial_weights", "final_iterate"):
+        if name in info:
+            info[name] = jnp.pad(info[name], (0, pad))
+    return Coreset(jnp.pad(cs.indices, (0, pad)), jnp.pad(cs.weights, (0, pad)), info, cs.method)
+
+
+def _resolve_support(support: Any, construction: Construction) -> Optional[Construction]:
+    """None for the papers' uniform start, else the vector method whose coreset starts the optimisation."""
+    if support is None:
+        if construction.default_support is None:
+            return None
+        support = construction.default_support
+    if isinstance(support, str) and support == "uniform":
+        return None
+    if construction.needs != "posterior":
+        raise ValueError(f"support: only posterior-driven methods take a support; {construction.name} is a "
+                         "vector method (leave support unset)")
+    method = resolve(support, needs="vectors", argument="support")
+    if method.name == "uniform":
+        return None
+    if construction.default_support is None:
+        raise ValueError(f"support: {construction.name} builds its own support and takes no starting coreset; "
+                         "leave support unset")
+    return method
+
+
+STUCK_ACCEPTANCE = 0.01
+
+
+def _warn_stuck_chains(info: dict, name: str) -> None:
+    """A chain that accepts (almost) nothing feeds the weight updates a point mass: its draws and the
+    weights they shaped are not to be trusted, and nothing else would say so."""
+    acc = info.get("acceptance_rate")
+    if acc is None:
+        return
+    acc = np.asarray(acc)
+    stuck = int(np.sum(acc < STUCK_ACCEPTANCE))
+    if stuck:
+        warnings.warn(f"{name}: {stuck} of {acc.size} chains accepted under {STUCK_ACCEPTANCE:.0%} of their final "
+                      f"draws (acceptance {np.round(acc, 3).tolist()}): they are stuck, so the weights and "
+                      "info['samples'] are unreliable; try kernel='nuts', more num_warmup, or a larger size",
+                      RuntimeWarning, stacklevel=3)
+
+
+def _warn_unfinished(info: dict, name: str) -> None:
+    """Say when a posterior-driven run stopped at a cap rather than by its own test. (A run that keeps its
+    start because training did not lower the KL estimate is not a failure: `info["fell_back"]` says so.)"""
+    if "converged" in info and not bool(np.asarray(info["converged"])):
+        warnings.warn(f"{name}: the weights had not settled after {int(np.asarray(info['iterations']))} "
+                      f"iterations (the cap, num_iters; drift KL {float(np.asarray(info['drift_kl'])):.3g}); the "
+                      "result is the average of the last third: raise num_iters for a settled answer",
+                      RuntimeWarning, stacklevel=3)
+    if "hot_start_converged" in info and not bool(np.asarray(info["hot_start_converged"])):
+        warnings.warn(f"{name}: the hot start reached its cap ({int(np.asarray(info['hot_start_steps']))} steps) "
+                      "before the chains' log potentials passed the stationarity test; training started anyway",
+                      RuntimeWarning, stacklevel=3)
