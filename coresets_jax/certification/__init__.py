@@ -1,0 +1,148 @@
+"""`cj.certify`: a one-pass certificate for any coreset, by importance sampling from pi_w to pi.
+
+For draws theta_s ~ pi_w (HC §2: log pi_w = sum_m w_m L_m + log pi_0 - log Z_w), the log importance ratio to
+the full-data posterior pi is, up to one constant shared by every draw,
+
+    r_s = sum_n L_n(theta_s) - sum_m w_m L_m(theta_s).
+
+One pass over the data at S draws gives all of r (`passes`; `stream` for chunked sources), the work of an L2
+projection with J = S. From r (`certificate.from_log_ratio`): Pareto-smoothed importance sampling (Vehtari,
+Simpson, Gelman, Yao & Gabry, JMLR 2024) gives k-hat and corrected moments, and log-mean-exp(r) - mean(r)
+estimates KL(pi_w || pi).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any, Optional
+
+import jax
+import numpy as np
+
+from ..certificate import Certificate, from_log_ratio
+from ..core import Coreset, Model
+from ..core import checks as _checks
+from ..core import validate as _validate
+from ..io import digest
+from .passes import PRECISIONS, log_ratio
+from .stream import _slots, streamed_log_ratio
+
+__all__ = ["Certificate", "certify", "log_ratio", "warn_if_unreliable"]
+
+
+def _as_draws(draws: Any, coreset: Any) -> np.ndarray:
+    """(chains, S, D) float draws from an array, a `Posterior`, or the coreset's own `info['samples']`."""
+    if draws is None:
+        info = getattr(coreset, "info", None) or {}
+        if "samples" not in info:
+            raise ValueError("draws: none given, and the coreset carries no draws of its posterior "
+                             "(info['samples'], as coreset_mcmc and quasi_newton return); pass draws, e.g. "
+                             "cj.sample(model, data, key, weights=cs).samples")
+        draws = info["samples"]
+    draws = getattr(draws, "samples", draws)  # a cj.sample Posterior
+    out = np.asarray(draws) if hasattr(draws, "shape") or isinstance(draws, (list, tuple)) else None
+    if out is None or out.ndim not in (2, 3) or not np.issubdtype(out.dtype, np.floating):
+        got = f"shape {out.shape} and dtype {out.dtype}" if out is not None else type(draws).__name__
+        raise ValueError(f"draws: expected a floating array of shape (S, D) or (chains, S, D), got {got}")
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"draws: contain {int(np.sum(~np.isfinite(out)))} NaN or inf value(s)")
+    out = out if out.ndim == 3 else out[None]
+    if out.shape[0] * out.shape[1] < 20:
+        raise ValueError(f"draws: PSIS needs at least 20 draws, got shape {np.shape(draws)}")
+    return out
+
+
+def _check_coreset(coreset: Any, n: int) -> None:
+    """A coreset of this data: unbatched, built on N rows (when it says), indices in [0, N)."""
+    if isinstance(coreset, Coreset):
+        if coreset.batch_shape:
+            raise ValueError("coreset: a batched coreset; certify one trial at a time (batch[i])")
+        built_on = (coreset.settings or {}).get("N")
+        if built_on is not None and int(built_on) != n:
+            raise ValueError(f"coreset: it was built on data with N = {built_on} rows, but data has N = {n}; "
+                             "a certificate compares a coreset with the data it was built from")
+    elif np.ndim(coreset) != 1:
+        raise ValueError(f"coreset: expected a cj.Coreset or a dense (N,) weight vector, got "
+                         f"{type(coreset).__name__} of shape {np.shape(coreset)}")
+    indices, weights = _slots(coreset) if isinstance(coreset, Coreset) else (None, np.asarray(coreset))
+    if indices is None and weights.shape != (n,):
+        raise ValueError(f"coreset: a dense weight vector needs shape (N,) = ({n},), got {weights.shape}")
+    if indices is not None and indices.size and (indices.min() < 0 or indices.max() >= n):
+        raise ValueError(f"coreset: indices must lie in [0, N = {n}), got [{indices.min()}, {indices.max()}]: "
+                         "it was built on other data")
+    if not np.all(np.isfinite(weights)) or np.any(weights < 0) or not np.any(weights > 0):
+        raise ValueError("coreset: weights must be finite, non-negative, and not all zero")
+
+
+def _streamed(data: Any, chunk_size: Optional[int]) -> bool:
+    """An iterable of chunks, or a host array-like to be read `chunk_size` rows at a time."""
+    from ..streaming import _is_sliceable
+
+    if not _is_sliceable(data):
+        return True
+    leaves = jax.tree_util.tree_leaves(data)
+    return chunk_size is not None and not all(isinstance(x, jax.Array) for x in leaves)
+
+
+def certify(model: Model, data: Any, coreset: Any, draws: Any = None, *, chunk_size: Optional[int] = None,
+            precision: str = "float64", probs: tuple = (0.05, 0.5, 0.95)) -> Certificate:
+    """Certify a coreset with one pass over the data at draws from its posterior (module docstring).
+
+    Args:
+      model: the `cj.Model` (built-in, custom, or from `cj.from_numpyro`).
+      data: the full data: a pytree of arrays (in memory, or sharded along N with `cj.shard`), or a source of
+        chunks as `cj.stream_coreset` takes (a generator or list of data pytrees; or, with `chunk_size`, a
+        host array-like such as `np.load(path, mmap_mode="r")`). Memory stays bounded by one chunk of
+        (chunk, S) log-likelihoods plus the coreset's rows.
+      coreset: a `cj.Coreset` built on this data, or a dense (N,) weight vector.
+      draws: (S, D) or (chains, S, D) draws from the coreset posterior pi_w, or a `Posterior`
+        (`cj.sample(..., weights=cs)`); None takes `coreset.info["samples"]` (Coreset MCMC's own draws).
+      chunk_size: rows per step of the pass (default: about 64 MiB of log-likelihoods per step).
+      precision: "float64" (default) evaluates every log-likelihood in float64 for this call; "float32" is
+        faster where float64 is slow (TPUs) and good to about 1e-7 |L_n| sqrt(N) nats in r.
+      probs: levels of the corrected quantiles.
+
+    Returns:
+      A `Certificate`: `khat`, `kl` (with its Monte Carlo `kl_se`), `ess`, `weights` (S,), `verdict`
+      ("good" / "usable" / "poor" / "unreliable", `certificate.verdict`), corrected `mean`, `sd` and
+      `quantiles`, and `to_arviz()`.
+    """
+    if not isinstance(model, Model):
+        raise ValueError(f"model: expected a cj.Model, got {type(model).__name__}")
+    _validate.check_choice(precision, PRECISIONS, "precision")
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
+        raise ValueError(f"chunk_size: expected a positive integer, got {chunk_size!r}")
+    start = time.perf_counter()
+    draws = _as_draws(draws, coreset)
+    flat = draws.reshape(-1, draws.shape[-1])
+    if _streamed(data, chunk_size):
+        r, zero, n = streamed_log_ratio(model, data, coreset, flat, chunk_size, precision)
+        _check_coreset(coreset, n)
+    else:
+        n = _checks.check_model_data(model, data)
+        _check_coreset(coreset, n)
+        built_on = (getattr(coreset, "settings", None) or {}).get("data_digest")
+        if built_on is not None and built_on != digest(data):
+            raise ValueError("coreset: it was built on other data (the digest of the data it records differs "
+                             "from this data's); a certificate compares a coreset with its own data")
+        _checks.check_theta(model, data, flat, "draws")
+        r, zero = log_ratio(model, data, coreset, flat, chunk_size=chunk_size, precision=precision)
+    if zero:
+        warnings.warn(f"certify: the full-data log-likelihood is -inf at {zero} of {r.size} draws; they get "
+                      "importance weight 0", RuntimeWarning, stacklevel=2)
+    return from_log_ratio(r, draws, model=model, probs=probs, time_s=time.perf_counter() - start)
+
+
+def warn_if_unreliable(cert: Certificate, where: str, stacklevel: int = 2) -> None:
+    """A RuntimeWarning when the certificate finds the coreset posterior unreliable or poor."""
+    if cert.verdict == "unreliable":
+        warnings.warn(f"{where}: the coreset's certificate is unreliable (khat {cert.khat:.2f} >= 0.7, estimated "
+                      f"KL(pi_w || pi) {cert.kl:.3g}): its posterior misses mass of the full-data posterior; "
+                      "use a larger size or another method", RuntimeWarning, stacklevel=stacklevel + 1)
+    elif cert.verdict == "poor":
+        warnings.warn(f"{where}: the coreset's posterior is far from the full-data posterior (estimated KL "
+                      f"{cert.kl:.3g} >= 0.5 nat, khat {cert.khat:.2f}); the certificate's corrected moments "
+                      "(cert.mean, cert.sd) can be used, or use a larger size or another method", RuntimeWarning,
+                      stacklevel=stacklevel + 1)
+
