@@ -120,6 +120,14 @@ def test_bench_lists_real_scripts(capsys):
     listed = capsys.readouterr().err.split("available: ")[1].strip().split(", ")
     assert "solvers" in listed and "progress_overhead" in listed
     assert all(os.path.isfile(os.path.join(REPO, "benchmarks", f"{name}.py")) for name in listed)
+    assert "common" not in listed and "numpy_reference" not in listed  # helpers, not programs
+
+
+def test_bench_quick_fails_loudly_where_a_script_has_no_quick_mode(capsys):
+    # Issue 23: `bench end_to_end --quick` died in argparse and `bench inference --quick` ran in full.
+    for name in ("end_to_end", "inference"):
+        assert cli.main(["bench", name, "--quick"]) == 2
+        assert "has no --quick mode" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["bench", "--help"], ["info", "--help"]])

@@ -32,14 +32,29 @@ def _repo_benchmarks() -> Optional[str]:
     return folder if os.path.isdir(folder) else None
 
 
+def _benchmarks(folder: str) -> dict:
+    """{name: has a quick mode} for the scripts in benchmarks/ that run as programs (helpers such as common.py
+    have no `__main__` guard). A quick mode is an `add_argument("--quick"...)` or the shared `common.resolve`
+    / `common.parser`, which add it."""
+    found = {}
+    for f in sorted(os.listdir(folder)):
+        if f.endswith(".py") and not f.startswith("_"):
+            with open(os.path.join(folder, f)) as handle:
+                source = handle.read()
+            if 'if __name__ == "__main__":' in source:
+                found[f[:-3]] = any(s in source for s in ('"--quick"', "common.resolve(", "common.parser("))
+    return found
+
+
 def run_bench(name: str, quick: bool) -> int:
     folder = _repo_benchmarks()
     if folder is None:
         raise ConfigError("bench: no benchmarks/ folder beside the package; run from a clone of the repository")
-    available = sorted(f[:-3] for f in os.listdir(folder)
-                       if f.endswith(".py") and not f.startswith("_") and f != "numpy_reference.py")
+    available = _benchmarks(folder)
     if name not in available:
         raise ConfigError(f"bench: unknown benchmark {name!r}; available: {', '.join(available)}")
+    if quick and not available[name]:  # it would run in full, or die in argparse: say so instead
+        raise ConfigError(f"bench: {name} has no --quick mode; run 'coresets-jax bench {name}' for the full run")
     command = [sys.executable, os.path.join(folder, f"{name}.py")] + (["--quick"] if quick else [])
     _log("running " + " ".join(command))
     return subprocess.call(command, cwd=os.path.dirname(folder))
