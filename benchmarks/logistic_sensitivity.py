@@ -35,7 +35,7 @@ sys.path[:0] = [_HERE, os.path.dirname(_HERE)]  # this checkout's coresets_jax, 
 import common  # noqa: E402
 
 import coresets_jax as cj  # noqa: E402
-from coresets_jax.inference import sample_weighted_fn  # noqa: E402  (pure weighted sampler)
+from coresets_jax.inference import sample_fn  # noqa: E402  (pure weighted sampler)
 from coresets_jax.sensitivity import _sample  # noqa: E402  (pure multinomial draw, LR Alg. 1 lines 7-11)
 
 MODEL = cj.models.logistic_regression()
@@ -60,7 +60,7 @@ def draw(M):
 
 @functools.lru_cache(maxsize=None)
 def sampler(num_samples, num_warmup):
-    run = sample_weighted_fn(MODEL, "mala", num_samples=num_samples, num_warmup=num_warmup, num_chains=1)
+    run = sample_fn(MODEL, "mala", num_samples=num_samples, num_warmup=num_warmup, num_chains=1)
     return jax.jit(jax.vmap(run, in_axes=(0, 0, 0, None, None)))
 
 
@@ -162,7 +162,7 @@ def sensitivity_scaling(Ns, ks, Rs, key):
 def speedup(batch, ns, nw):
     ds = cj.data.synthetic_binary(jax.random.key(0), 5000, 10)
     lap = cj.laplace(MODEL, ds.train)
-    run = sample_weighted_fn(MODEL, "mala", num_samples=ns, num_warmup=nw, num_chains=1)
+    run = sample_fn(MODEL, "mala", num_samples=ns, num_warmup=nw, num_chains=1)
     idx, w = draw(500)(jax.random.split(jax.random.key(1), 1), jnp.ones(5000))
     rows = jax.tree_util.tree_map(lambda a: a[idx[0]], ds.train)
 

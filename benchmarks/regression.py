@@ -11,7 +11,7 @@ IS-2 (HC Algorithm 1), FW-F / FW-2 (HC Algorithm 2), GIGA-F and A-IHT II-F. M in
 
 Batching: V of every dataset is zero-padded to the largest N (zero rows are never selected by the Hilbert
 solvers), so one compiled solver per (method, M) serves every dataset and trial; the MCMC of all methods and
-trials at one M is one `jit(vmap)` call of the pure weighted sampler (`sample_weighted_fn`).
+trials at one M is one `jit(vmap)` call of the pure weighted sampler (`sample_fn`).
 
 MCMC: adaptive random-walk Metropolis (HC §7.3: target acceptance 0.234, covariance adaptation) with
 fewer steps than the paper's 100,000 (stated in the JSON). Metrics (HC §7.3): negative test log-likelihood
@@ -40,7 +40,7 @@ sys.path[:0] = [_HERE, os.path.dirname(_HERE)]  # this checkout's coresets_jax, 
 import common  # noqa: E402
 
 import coresets_jax as cj  # noqa: E402
-from coresets_jax.inference import sample_weighted_fn  # noqa: E402  (pure weighted sampler)
+from coresets_jax.inference import sample_fn  # noqa: E402  (pure weighted sampler)
 from coresets_jax.projection import _project  # noqa: E402  (pure projection core)
 
 # (label, solver method or "rand", norm)
@@ -97,7 +97,7 @@ def constructor(method, M):
 
 @functools.lru_cache(maxsize=None)
 def sampler(kind, num_samples, num_warmup):
-    run = sample_weighted_fn(model_of(kind), "rwmh", num_samples=num_samples, num_warmup=num_warmup,
+    run = sample_fn(model_of(kind), "rwmh", num_samples=num_samples, num_warmup=num_warmup,
                              num_chains=1)
     # batched over (key, rows, weights); the start and the initial proposal covariance are shared
     return jax.jit(jax.vmap(run, in_axes=(0, 0, 0, None, None)))
@@ -207,7 +207,7 @@ def batched_speedup(batch, num_samples, num_warmup):
     ds = cj.data.synthetic_logistic(jax.random.key(0), 2000)
     model = model_of("logistic")
     lap = cj.laplace(model, ds.train)
-    run = sample_weighted_fn(model, "rwmh", num_samples=num_samples, num_warmup=num_warmup, num_chains=1)
+    run = sample_fn(model, "rwmh", num_samples=num_samples, num_warmup=num_warmup, num_chains=1)
     idx = jax.random.randint(jax.random.key(1), (100,), 0, 2000)
     rows = jax.tree_util.tree_map(lambda a: a[idx], ds.train)
     w = jnp.full((100,), 20.0)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import coresets_jax as cj
-from coresets_jax.inference import sample_weighted_fn, trace_count
+from coresets_jax.inference import sample_fn, trace_count
 
 N, D = 2000, 5
 METHOD_KWARGS = {"nuts": {}, "hmc": {}, "mala": {"thin": 2}, "rwmh": {"thin": 5}}
@@ -86,9 +86,9 @@ def test_thinning_and_dense_weights(gaussian):
 
 
 @pytest.mark.slow
-def test_sample_weighted_fn_is_jittable_with_traced_weights(gaussian):
+def test_sample_fn_is_jittable_with_traced_weights(gaussian):
     y, cs = gaussian["y"], gaussian["cs"]
-    run = sample_weighted_fn(gaussian["model"], "mala", num_samples=200, num_warmup=200, num_chains=1)
+    run = sample_fn(gaussian["model"], "mala", num_samples=200, num_warmup=200, num_chains=1)
     rows = y[cs.indices]
     init = jnp.zeros((1, D))
 

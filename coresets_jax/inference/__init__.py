@@ -14,7 +14,6 @@ from .kernels import KERNELS, KernelSpec, Tuning, register_kernel
 from .posterior import Posterior, check_diagnostics
 from .sample import METHODS, sample, trace_count
 
-sample_weighted_fn = sample_fn  # the earlier name of the pure core
 
 __all__ = [
     "KERNELS",
@@ -31,7 +30,6 @@ __all__ = [
     "rwmh",
     "sample",
     "sample_fn",
-    "sample_weighted_fn",
     "step_chains",
     "trace_count",
     "warmup",

@@ -5,7 +5,7 @@ here (or in the user's own code: `cj.register(cj.Construction(name, make))`).
 """
 
 from ..registry import Construction, register
-from .base import Coreset, Problem, Solver, Support, make_problem, run
+from .base import Problem, Solver, Support, make_problem, run
 from .frank_wolfe import frank_wolfe
 from .giga import giga
 from .iht import iht, iht2
@@ -24,5 +24,5 @@ for _construction in (
 ):
     register(_construction, replace=True)
 
-__all__ = ["Coreset", "Problem", "Solver", "Support", "make_problem", "run",
+__all__ = ["Problem", "Solver", "Support", "make_problem", "run",
            "frank_wolfe", "giga", "iht", "iht2", "importance", "omp", "uniform"]

@@ -30,11 +30,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import progress
-from ..core import Coreset  # noqa: F401 (the result type; re-exported for older imports)
 from ..core.rows import take_rows, top_k  # mesh-aware x[idx], lax.top_k
 
 __all__ = [
-    "Coreset",
     "Problem",
     "Solver",
     "Support",
@@ -128,12 +126,6 @@ def support_add(support: Support, row: Array, amount: Array) -> Support:
 
 def support_scale(support: Support, factor: Array) -> Support:
     return support._replace(weights=support.weights * factor.astype(support.weights.dtype))
-
-
-def support_combination(problem: Problem, support: Support) -> Array:
-    """V^T w over the support only: O(capacity * J), no pass over V."""
-    rows = take_rows(problem.V, support.indices).astype(problem.target.dtype)
-    return support.weights.astype(rows.dtype) @ rows
 
 
 # --------------------------------------------------------------------------------------------------------
