@@ -69,7 +69,7 @@ def constructor(method, M):
 @functools.lru_cache(maxsize=None)
 def gibbs_batched(num_samples, num_warmup, unit_counts):
     def chain(key, x, w, init_mu, init_omega):
-        return vmf._gibbs(key, x, w, init_mu, init_omega, TAU, num_samples, num_warmup, 1, unit_counts)
+        return vmf_inference._gibbs(key, x, w, init_mu, init_omega, TAU, num_samples, num_warmup, 1, unit_counts)
     return jax.jit(jax.vmap(chain, in_axes=(0, 0, 0, None, None)))
 
 
@@ -177,7 +177,7 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
     rows = x[idx[0]]
 
     def chain(key):
-        return vmf._gibbs(key, rows, w[0], init.mu, init.omega, TAU, ns_, nw_, 1, False).mu
+        return vmf_inference._gibbs(key, rows, w[0], init.mu, init.omega, TAU, ns_, nw_, 1, False).mu
 
     sp = None if args.quick else common.batched_speedup(chain, jax.random.split(jax.random.key(9), batch))
     res = {"experiment": "HC §7 directional clustering (Fig. 5)", "quick": bool(args.quick), "paper_trials": 50,

@@ -37,7 +37,8 @@ import common  # noqa: E402
 from coresets_jax.metrics import gaussian_kl  # noqa: E402
 from coresets_jax.models import gaussian_mean, gaussian_mean_fisher_vectors, gaussian_mean_posterior  # noqa: E402
 from coresets_jax.projection import _project  # noqa: E402  (the pure, jitted projection core)
-from coresets_jax.sensitivity import _gaussian_mean_sensitivity, _sample  # noqa: E402
+from coresets_jax.sensitivity.gaussian import _gaussian_mean_sensitivity  # noqa: E402
+from coresets_jax.sensitivity.sampling import _sample  # noqa: E402
 
 DIM = 2
 METHODS = (("Rand", "uniform"), ("Unif", "unif"), ("IS", "importance"), ("FW", "frank_wolfe"),

@@ -36,7 +36,7 @@ import common  # noqa: E402
 
 import coresets_jax as cj  # noqa: E402
 from coresets_jax.inference import sample_fn  # noqa: E402  (pure weighted sampler)
-from coresets_jax.sensitivity import _sample  # noqa: E402  (pure multinomial draw, LR Alg. 1 lines 7-11)
+from coresets_jax.sensitivity.sampling import _sample  # noqa: E402  (pure multinomial draw, LR Alg. 1 lines 7-11)
 
 MODEL = cj.models.logistic_regression()
 

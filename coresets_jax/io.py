@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .core.coreset import Coreset
+from .core.rows import take_rows
 
 __all__ = ["FORMAT", "digest", "fingerprint", "load", "read_metadata", "save"]
 
@@ -68,6 +69,19 @@ def fingerprint(data: Any) -> list[dict]:
     return out
 
 
+def _rows_on_host(leaf: Any, picks: np.ndarray) -> np.ndarray:
+    """`leaf[picks]` as NumPy. A host-resident array is read in place (on the CPU a jax.Array is a view:
+    no copy, no compiled gather); on an accelerator only the picked rows cross to the host."""
+    if not isinstance(leaf, jax.Array) or all(d.platform == "cpu" for d in leaf.devices()):
+        return np.asarray(leaf)[picks]
+    return np.asarray(_take(leaf, jnp.asarray(picks)))
+
+
+@jax.jit
+def _take(leaf, picks):
+    return take_rows(leaf, picks)
+
+
 def digest(data: Any, rows: int = 64) -> str:
     """A cheap identity of a data pytree: every leaf's shape and dtype, and a BLAKE2b hash of `rows` evenly
     spaced rows (a few KiB read, whatever N is, and no gather of a sharded array). Unlike `fingerprint` it
@@ -76,7 +90,7 @@ def digest(data: Any, rows: int = 64) -> str:
     for leaf in jax.tree_util.tree_leaves(data):
         n = int(np.shape(leaf)[0]) if np.ndim(leaf) else 0
         picks = np.unique(np.linspace(0, max(n - 1, 0), num=min(rows, max(n, 1))).astype(np.int64))
-        sample = np.ascontiguousarray(np.asarray(leaf[picks] if n else leaf))
+        sample = np.ascontiguousarray(_rows_on_host(leaf, picks) if n else np.asarray(leaf))
         hasher.update(repr((tuple(np.shape(leaf)), str(sample.dtype))).encode())
         hasher.update(sample.tobytes())
     return hasher.hexdigest()

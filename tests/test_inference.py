@@ -196,3 +196,15 @@ def test_nuts_window_adaptation_matches_blackjax():
     np.testing.assert_allclose(float(tuning.step_size), float(params["step_size"]), rtol=1e-4)
     np.testing.assert_allclose(np.asarray(tuning.precond), np.asarray(params["inverse_mass_matrix"]), rtol=1e-4)
     np.testing.assert_allclose(np.asarray(state.position), np.asarray(ref_state.position), rtol=1e-4, atol=1e-6)
+
+
+def test_a_failed_laplace_fit_is_reported_not_swallowed():
+    # Issue 23: cj.sample fell back to an identity covariance in silence. log p(theta) = -(theta^2 - 4)^2 has a
+    # stationary point at the default start theta = 0 that is a minimum of the density: the fit's Hessian is
+    # not positive definite there.
+    model = cj.Model(lambda theta, x: -0.01 * (theta[0] ** 2 - 4.0) ** 2 + 0.0 * x,
+                     lambda theta: -0.005 * jnp.sum(theta ** 2), dim=1)
+    with pytest.warns(RuntimeWarning, match="Laplace fit of the posterior failed"):
+        post = cj.sample(model, jnp.zeros(100), jax.random.key(0), method="rwmh", num_samples=20, num_warmup=20,
+                         num_chains=1)
+    assert np.all(np.isfinite(np.asarray(post.samples)))

@@ -126,8 +126,8 @@ CERTIFY_SAMPLING = dict(method="nuts", num_samples=500, num_warmup=500, num_chai
 
 def _certified(model: Model, data: Any, cs: Coreset, key: Optional[jax.Array]) -> Coreset:
     """`cs` with its `cj.certify` certificate: its own draws when it has them, else NUTS on the coreset."""
-    from .certification import certify, warn_if_unreliable
-    from .inference import sample
+    from ..certification import certify, warn_if_unreliable
+    from ..inference import sample
 
     draws = cs.info.get("samples") if isinstance(cs.info, dict) else None
     if draws is None:

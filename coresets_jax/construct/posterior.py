@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import pihat as _pihat
+from .. import progress as _progress
 from ..core import Coreset, Model
 from ..core import checks as _checks
 from ..core import compiled as _compiled_fns
@@ -58,11 +59,17 @@ def coreset_fn(model: Model, method: Any, size: int, **options):
 
 
 @functools.lru_cache(maxsize=64)
-def compiled_coreset_fn(model: Model, construction: Construction, size: int, options: tuple):
-    """`jax.jit(coreset_fn(...))`, cached per (model, construction, size, options) so that repeated calls
-    (streaming reductions, the CLI's repeats) never recompile; `options` is `construction.check_options`'s
-    sorted tuple."""
+def _compiled_coreset_fn_for(model: Model, construction: Construction, size: int, options: tuple,
+                             show_progress: bool):
     return _compiled_fns.jit(coreset_fn(model, construction, size, **dict(options)))
+
+
+def compiled_coreset_fn(model: Model, construction: Construction, size: int, options: tuple):
+    """`jax.jit(coreset_fn(...))`, cached per (model, construction, size, options, progress switch) so that
+    repeated calls (streaming reductions, the CLI's repeats) never recompile, and a change of the progress
+    switch gets a program with or without its callbacks; `options` is `construction.check_options`'s sorted
+    tuple."""
+    return _compiled_coreset_fn_for(model, construction, size, options, _progress.is_enabled())
 
 
 def start_from(approx: Any, key: jax.Array, num: int = 256) -> Start:

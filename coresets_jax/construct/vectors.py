@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import solvers as _solvers  # noqa: F401 (registers the vector methods first, so they list first)
 from .. import compress as _compress
+from .. import progress as _progress
 from .. import sharding as _sharding
 from ..core import Coreset, take_rows
 from ..core import validate as _validate
@@ -94,9 +95,14 @@ def build_fn(method: Any, size: int, *, refit: bool = False, **options):
 
 
 @functools.lru_cache(maxsize=256)
-def _compiled_build(construction: Construction, size: int, options: tuple):
-    """One jitted core per (construction, size, options): the same shapes never recompile."""
+def _compiled_build_for(construction: Construction, size: int, options: tuple, show_progress: bool):
     return _compiled_fns.jit(build_fn(construction, size, **dict(options)))
+
+
+def _compiled_build(construction: Construction, size: int, options: tuple):
+    """One jitted core per (construction, size, options, progress switch): the same shapes never recompile,
+    and turning progress on or off gets a program with or without its callbacks (they are traced in)."""
+    return _compiled_build_for(construction, size, options, _progress.is_enabled())
 
 
 def _check_finite_result(cs: Coreset) -> Coreset:

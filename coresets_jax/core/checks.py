@@ -238,7 +238,7 @@ def check_model(model, data: Any, theta_dim: Optional[int] = None) -> int:
     dim = theta_dim if theta_dim is not None else known
     if dim is None:
         raise ValueError(f"model: its dimension D is unknown; give cj.Model(..., dim=D) or init_params, or "
-                         f"pass a theta")
+                         "pass a theta")
     datum = _abstract(data)
     theta = jax.ShapeDtypeStruct((dim,), _theta_dtype(data))
     shapes = [s.shape for s in jax.tree_util.tree_leaves(datum)]

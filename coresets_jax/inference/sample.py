@@ -71,11 +71,11 @@ FAST_INIT_WORK = 1 << 22
 @functools.lru_cache(maxsize=64)
 def _compiled_init(model: Model, num_chains: int, given: bool, fast: bool):
     """The starting points as one compiled program: `(key, rows, w, theta) -> (key for the run, init
-    positions (C, D), init cov (D, D), whether the density is finite at every start)`.
+    positions (C, D), init cov (D, D), whether the density is finite at every start, whether the fit held)`.
 
     The Laplace fit of the weighted posterior on the gathered rows gives the covariance (and, unless the
     starts are `given`, the starts: its mode with one chain, draws from it with several). A fit that is not
-    finite or not positive definite falls back to `theta` and the identity, as before. Eagerly this was a
+    finite or not positive definite falls back to `theta` and the identity, and `sample` says so. Eagerly this was a
     key split, the fit, four operations for the draws and about twenty for the log densities at the starts,
     each compiled on a first call.
     """
@@ -95,7 +95,7 @@ def _compiled_init(model: Model, num_chains: int, given: bool, fast: bool):
                 else approx.mean[None]
             starts = jnp.where(ok, draws, jnp.broadcast_to(theta, (num_chains, d))).astype(start.dtype)
         start_ld = jax.vmap(weighted_log_density(model, rows, w))(starts)
-        return k_run, starts, cov, jnp.all(jnp.isfinite(start_ld))
+        return k_run, starts, cov, jnp.all(jnp.isfinite(start_ld)), ok
 
     return fast_jit(init) if fast else jax.jit(init)
 
@@ -192,10 +192,16 @@ def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str
                              f"{err}") from err
     t0 = time.perf_counter()
     fast = w.shape[0] * theta.shape[-1] ** 2 <= FAST_INIT_WORK
-    k_run, init_positions, init_cov, start_ok = _compiled_init(model, num_chains, given, fast)(key, rows, w,
-                                                                                               theta)
+    k_run, init_positions, init_cov, start_ok, fit_ok = _compiled_init(model, num_chains, given, fast)(
+        key, rows, w, theta)
     if not bool(start_ok):
         raise ValueError("init: the weighted log density is not finite at the starting point(s)")
+    if warn and not bool(fit_ok):  # never silent: the chains then start with an uninformed mass matrix
+        warnings.warn("sample: the Laplace fit of the posterior failed (not finite, or its Hessian not positive "
+                      "definite at the point found: a saddle or a flat direction); the chains start at "
+                      + ("init" if given else "the model's starting theta") + " with an identity covariance, "
+                      "which warm-up then adapts; pass init= near the posterior mass for a better start",
+                      RuntimeWarning, stacklevel=2)
     init_time = time.perf_counter() - t0
 
     run = _compiled(model, method, num_samples, num_warmup, num_chains, thin,

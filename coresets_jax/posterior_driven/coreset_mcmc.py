@@ -305,7 +305,8 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
                                                        state.tuning, settings, max_hot_start, d, HOT_START_EVERY,
                                                        HOT_START_THRESHOLD)
             _, (samples, acc) = _progress.scan(draw, chains, jax.random.split(key, num_draws),
-                                               desc="coreset MCMC (draws)")
+                                               desc="coreset MCMC (draws at the start)" if burn_in
+                                               else "coreset MCMC (draws)")
             flat = samples.reshape(-1, d)
             core = lls(flat)
             target = estimate(jax.random.fold_in(key, 1), flat).astype(dtype)
