@@ -237,7 +237,7 @@ def check_model(model, data: Any, theta_dim: Optional[int] = None) -> int:
                              f"({known},) for data with leaf shapes {_shape_list(data)}")
     dim = theta_dim if theta_dim is not None else known
     if dim is None:
-        raise ValueError(f"model: its dimension D is unknown; give cj.Model(..., dim=D) or init_params, or "
+        raise ValueError("model: its dimension D is unknown; give cj.Model(..., dim=D) or init_params, or "
                          "pass a theta")
     datum = _abstract(data)
     theta = jax.ShapeDtypeStruct((dim,), _theta_dtype(data))
