@@ -14,6 +14,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import subprocess
 import time
 from typing import Any, Callable, Optional, Sequence
@@ -30,6 +31,27 @@ def data_path(name: str) -> Optional[str]:
     """Path of a dataset file in the shared data folder ($CORESETS_DATA), or None when it is absent."""
     path = os.path.join(DATA_DIR, name)
     return os.path.abspath(path) if os.path.exists(path) else None
+
+
+def readme_block(heading: str, language: str = "python", index: int = 0) -> str:
+    """The `index`-th fenced ```language block under the README.md section `heading` (e.g. "## Quickstart:
+    a JAX model"), so that scripts measure and tests check the README's own code, never a copy of it."""
+    text = open(os.path.join(os.path.dirname(HERE), "README.md"), encoding="utf-8").read()
+    start = text.index(heading + "\n")
+    end = text.find("\n## ", start + len(heading))
+    blocks, current = [], None
+    for line in text[start:end if end >= 0 else len(text)].splitlines(keepends=True):
+        if current is None and line.startswith("```"):
+            current = [] if line.strip() == "```" + language else False  # False: a block of another language
+        elif current is not None and line.strip() == "```":
+            if current is not False:
+                blocks.append("".join(current))
+            current = None
+        elif isinstance(current, list):
+            current.append(line)
+    if len(blocks) <= index:
+        raise ValueError(f"README.md: section {heading!r} has {len(blocks)} ```{language} block(s)")
+    return blocks[index]
 
 
 def parser(doc: str) -> argparse.ArgumentParser:

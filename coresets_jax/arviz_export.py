@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import warnings
+
 import jax
 import numpy as np
 
@@ -20,11 +22,15 @@ __all__ = ["to_arviz"]
 
 
 def _arviz():
+    """The arviz module. Its first import warns (FutureWarning) about a coming refactor: that notice is
+    ArviZ's to its own users, not something a coresets_jax user can act on, so it is not passed on."""
     try:
-        import arviz as az
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"(?s).*ArviZ is undergoing a major refactor",
+                                    category=FutureWarning)
+            import arviz as az
     except ImportError as err:
-        raise ImportError("to_arviz needs the optional dependency arviz: pip install arviz "
-                          "(or pip install -e \".[arviz]\")") from err
+        raise ImportError("this needs arviz, a base dependency of coresets_jax: pip install arviz") from err
     return az
 
 

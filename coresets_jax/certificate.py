@@ -101,9 +101,9 @@ class Certificate:
         (r), each (chain, draw); the attributes hold khat, kl, ess and the verdict. With a NumPyro model the
         posterior group has NumPyro's site names and constrained values, as `Posterior.to_arviz`.
         """
-        import arviz as az
+        from .arviz_export import _arviz, constrained_draws
 
-        from .arviz_export import constrained_draws
+        az = _arviz()
 
         chains, draws, _ = self.draws.shape
         if self.model is not None and getattr(self.model, "constrain", None) is not None:
@@ -129,8 +129,9 @@ def _relative_efficiency(r: np.ndarray, chains: int) -> float:
     """ESS / S of the raw importance ratios exp(r - max r) across chains (ArviZ's bulk ESS), in (0, 1]."""
     if chains < 2:
         return 1.0
-    import arviz as az
+    from .arviz_export import _arviz
 
+    az = _arviz()
     ratios = np.exp(r - np.max(r)).reshape(chains, -1)
     if np.ptp(ratios) == 0:
         return 1.0
@@ -152,8 +153,9 @@ def _weighted_quantiles(x: np.ndarray, w: np.ndarray, probs: tuple) -> np.ndarra
 def from_log_ratio(r: np.ndarray, draws: np.ndarray, *, model: Any = None, probs: tuple = (0.05, 0.5, 0.95),
                    time_s: float = 0.0) -> Certificate:
     """A `Certificate` from r (S,) and the draws, (S, D) or (chains, S, D), flattened in the same order."""
-    import arviz as az
+    from .arviz_export import _arviz
 
+    az = _arviz()
     draws = draws if draws.ndim == 3 else draws[None]
     chains = draws.shape[0]
     flat = draws.reshape(-1, draws.shape[-1])

@@ -135,6 +135,7 @@ def test_to_arviz_summary(gaussian):
     idata = post.to_arviz()
     summary = az.summary(idata)
     assert summary.shape[0] == D
+    assert list(post.to_arviz(var_name="mu").posterior.data_vars) == ["mu"]  # the name was ignored
     assert np.allclose(summary["mean"].to_numpy(), np.asarray(post.mean), atol=1e-3)
 
 
@@ -198,6 +199,7 @@ def test_nuts_window_adaptation_matches_blackjax():
     np.testing.assert_allclose(np.asarray(state.position), np.asarray(ref_state.position), rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.filterwarnings("ignore:sample\\: min bulk ESS")  # 20 draws: the ESS warning is expected here
 def test_a_failed_laplace_fit_is_reported_not_swallowed():
     # Issue 23: cj.sample fell back to an identity covariance in silence. log p(theta) = -(theta^2 - 4)^2 has a
     # stationary point at the default start theta = 0 that is a minimum of the density: the fit's Hessian is
@@ -208,3 +210,15 @@ def test_a_failed_laplace_fit_is_reported_not_swallowed():
         post = cj.sample(model, jnp.zeros(100), jax.random.key(0), method="rwmh", num_samples=20, num_warmup=20,
                          num_chains=1)
     assert np.all(np.isfinite(np.asarray(post.samples)))
+
+
+def test_importing_arviz_through_the_package_passes_on_no_future_warning():
+    # ArviZ 0.2x warns on import about its coming refactor; a coresets_jax user cannot act on it (issue 22:
+    # the quickstart printed five lines of it). A fresh process, so that arviz is imported for the first time.
+    import subprocess
+    import sys
+    code = ("import warnings; warnings.simplefilter('error', FutureWarning); "
+            "from coresets_jax.arviz_export import _arviz; print(_arviz().__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "arviz"

@@ -88,28 +88,15 @@ class Posterior:
         return self.ess / self.wall_time
 
     def to_arviz(self, var_name: str = "theta"):
-        """An `arviz.InferenceData` with the draws and sample stats (needs the optional `arviz` package).
+        """An `arviz.InferenceData` with the draws and sample stats (ArviZ is a base dependency).
 
         With a model from `cj.from_numpyro`, the variables are NumPyro's sites with constrained values;
         otherwise one variable `var_name` of shape (chain, draw, D). `az.summary(post.to_arviz())` and
         `az.plot_trace(post.to_arviz())` then work as usual.
         """
-        try:
-            from ..arviz_export import to_arviz
-        except ImportError:  # the plain export below
-            to_arviz = None
-        if to_arviz is not None:
-            return to_arviz(self)
-        try:
-            import arviz as az
-        except ImportError as err:  # pragma: no cover - depends on the environment
-            raise ImportError("to_arviz needs the optional dependency arviz: pip install arviz") from err
-        return az.from_dict(
-            posterior={var_name: np.asarray(self.samples)},
-            sample_stats={"acceptance_rate": np.asarray(self.stats.draw_acceptance),
-                          "diverging": np.asarray(self.stats.draw_divergent)},
-            attrs={"method": self.method, "num_warmup": self.num_warmup, "thin": self.thin,
-                   "sampling_time": self.wall_time, "inference_library": "coresets_jax/blackjax"})
+        from ..arviz_export import to_arviz
+
+        return to_arviz(self, var_name=var_name)
 
     def __repr__(self) -> str:
         # NumPy on the host: each eager jnp reduction here would be a compilation of its own.
