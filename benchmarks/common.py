@@ -14,7 +14,6 @@ import datetime
 import json
 import os
 import platform
-import re
 import subprocess
 import time
 from typing import Any, Callable, Optional, Sequence
