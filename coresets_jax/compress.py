@@ -35,6 +35,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from .core import compiled
+from .core.rows import inverse_cdf, take_rows
+from .sharding import input_mesh
 
 __all__ = ["AUTO_METHODS", "Compressed", "auto_compress", "compress"]
 
@@ -68,13 +70,20 @@ class Compressed(NamedTuple):
 
 @compiled.jit(static_argnames=("num",))
 def _sampled_gram(V: Array, key: Array, num: int) -> Array:
-    acc = jnp.promote_types(V.dtype, jnp.float32)
-    sq = jnp.sum(jnp.square(V.astype(acc)), axis=1)
-    p = sq / jnp.sum(sq)
-    rows = jax.random.choice(key, V.shape[0], (num,), p=p)
-    scale = jax.lax.rsqrt(num * jnp.maximum(p[rows], jnp.finfo(acc).tiny))
-    Vs = V[rows].astype(acc) * scale[:, None]
-    return jnp.dot(Vs.T, Vs, precision=_HIGHEST)
+    """The length-squared estimate of V^T V from `num` rows (module docstring, step 1).
+
+    The draw is `jax.random.choice(key, N, (num,), p=p)` written with the mesh-aware `inverse_cdf` and
+    `take_rows`, so that on a V sharded along N each device reads its own rows and V is never gathered.
+    """
+    with input_mesh(V):
+        acc = jnp.promote_types(V.dtype, jnp.float32)
+        sq = jnp.sum(jnp.square(V.astype(acc)), axis=1)
+        p = sq / jnp.sum(sq)
+        u = jnp.sum(p) * (1.0 - jax.random.uniform(key, (num,), dtype=acc))
+        rows = jnp.minimum(inverse_cdf(p, u), V.shape[0] - 1)
+        scale = jax.lax.rsqrt(num * jnp.maximum(take_rows(p, rows), jnp.finfo(acc).tiny))
+        Vs = take_rows(V, rows).astype(acc) * scale[:, None]
+        return jnp.dot(Vs.T, Vs, precision=_HIGHEST)
 
 
 @compiled.jit

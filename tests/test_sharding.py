@@ -120,6 +120,29 @@ SCRIPT = textwrap.dedent(r"""
         out["merged"][C] = {"same": bool(np.array_equal(np.asarray(m1.dense(4000)), np.asarray(m4.dense(4000)))),
                             "capacity": m4.capacity, "err": err, "bound": sigma * etabar / np.sqrt(M),
                             "max_index": int(m4.indices.max())}
+
+    # compress="auto" on a sharded V (issue 23: it was skipped, so build(V) and build(shard(V)) ran different
+    # algorithms above 2^22 entries). 2^14 x 2^8 = 2^22 entries with singular values decaying as exp(-i/3) and a
+    # non-zero mean row (a target sum far from 0): GIGA compresses, and "auto" keeps the compressed run.
+    from coresets_jax.compress import _gram, _project_rows, _sampled_gram  # the module (cj.compress is a function)
+    kz, kw = jax.random.split(jax.random.key(5))
+    Vc = ((1.0 + jax.random.normal(kz, (16384, 64))) * jnp.exp(-jnp.arange(64) / 3.0)
+          @ jax.random.normal(kw, (64, 256))).astype(jnp.float32)
+    Vcs = cj.shard(Vc)
+    a, b = cj.build(Vc, 32, "giga"), cj.build(Vcs, 32, "giga")
+    wa, wb = np.asarray(a.dense(16384)), np.asarray(b.dense(16384))
+    with sharding.data_mesh(Vcs):
+        hlos = [_sampled_gram.lower(Vcs, key, num=2048).compile().as_text(),
+                _gram.lower(Vcs).compile().as_text(),
+                _project_rows.lower(Vcs, jnp.zeros((256, 16))).compile().as_text()]
+    gathered = [int(np.prod([int(d) for d in re.findall(r"\d+", m.group(1))] or [1]))
+                for hlo in hlos for m in re.finditer(r"= \w+\[([\d,]*)\][^=]*? all-gather\(", hlo)]
+    out["compressed"] = {"single": bool(a.settings["compressed"]), "sharded": bool(b.settings["compressed"]),
+                         "rank": [int(a.info["rank"]), int(b.info["rank"])],
+                         "same_support": bool(np.array_equal(wa > 0, wb > 0)),
+                         "weight_reldiff": float(np.max(np.abs(wa - wb)) / np.max(np.abs(wa))),
+                         "errors": [float(cj.relative_error(Vc, a)), float(cj.relative_error(Vc, b))],
+                         "largest_all_gather": max(gathered, default=0)}
     print("JSON" + json.dumps(out))
 """)
 
@@ -162,6 +185,15 @@ def test_no_registered_method_all_gathers_V(four_devices):
     assert {m for m in cj.METHODS} <= set(four_devices["methods"])
     for method, r in four_devices["methods"].items():
         assert r["largest_all_gather"] < 4000, (method, r)
+
+
+def test_auto_compression_runs_on_a_sharded_V_without_gathering_it(four_devices):
+    r = four_devices["compressed"]
+    assert r["single"] and r["sharded"], r  # the same algorithm on one device and on four
+    assert r["rank"][0] == r["rank"][1] < 128, r  # the same rank, at most J / 2
+    assert r["same_support"] and r["weight_reldiff"] < 1e-3, r
+    assert abs(r["errors"][0] - r["errors"][1]) <= 1e-3 * r["errors"][0] + 1e-6, r
+    assert r["largest_all_gather"] < 4000, r  # V (4.2e6 floats) and A are never gathered
 
 
 def test_mesh_collectives(four_devices):

@@ -161,7 +161,7 @@ def build(V: Any, size: int, method: Any = "frank_wolfe", key: Optional[jax.Arra
         (benchmarks/results/fidelity.json). Then, by Eq. (*) of `cj.compress`, the error on V is the error on
         A plus the discarded part; when that part adds more than 5% (the discarded energy is the error floor,
         as for uncentred L2 features at errors ~1e-3), "auto" discards the compressed run and runs exactly.
-        When compressed, `info` gains `rank`, `discarded_norm` (||E||_F), `sigma_next` (~sigma_{r+1}(V)),
+        A V sharded along N is compressed in place, never gathered. When compressed, `info` gains `rank`, `discarded_norm` (||E||_F), `sigma_next` (~sigma_{r+1}(V)),
         and `relative_error` is evaluated on the uncompressed V. The error changes by at most
         sigma_{r+1} ||1 - w|| (cj.compress, Eq. (*)).
       compress_tol: the bound on the relative discarded norm ||E||_F / ||V||_F.
@@ -193,7 +193,8 @@ def _build(V, stats, size, construction, key, compress, compress_tol, options) -
         raise ValueError(f"refit: expected True or False, got {refit!r}")
     opts = construction.check_options(options)
     start = time.perf_counter()
-    packed = _maybe_compress(V, construction, size, options, compress, compress_tol)
+    with _sharding.data_mesh(V):  # a sharded V is factored where it lives (compress.py): never gathered
+        packed = _maybe_compress(V, construction, size, options, compress, compress_tol)
     solve = _compiled_build(construction, size, opts + ((("refit", True),) if refit else ()))
     V_solve = V if packed is None else packed.A
     with _sharding.data_mesh(V_solve):  # V sharded along N: trace under its mesh (no-op otherwise)
@@ -201,17 +202,19 @@ def _build(V, stats, size, construction, key, compress, compress_tol, options) -
     if packed is not None and compress == "auto":
         # Eq. (*) of cj.compress: error^2 on V = error^2 on A + ||E^T (1 - w)||^2. Keep the compressed run only
         # if the discarded part adds at most 5% to the error; otherwise it is the error floor, so run exactly.
-        on_v, on_a = _errors_on_v_and_a(V, packed.target, packed.A, cs.indices, cs.weights)
+        with _sharding.data_mesh(V):
+            on_v, on_a = _errors_on_v_and_a(V, packed.target, packed.A, cs.indices, cs.weights)
         if not float(on_v) <= 1.05 * float(on_a):
             packed = None
             with _sharding.data_mesh(V):
                 cs = solve(V, key)
     cs = _check_finite_result(cs)
     if packed is not None:
+        with _sharding.data_mesh(V):
+            error = _full_error(V, packed.target, cs.indices, cs.weights)
         cs = Coreset(cs.indices, cs.weights, dict(
             cs.info, rank=jnp.asarray(packed.rank), discarded_norm=jnp.asarray(packed.discarded_norm),
-            sigma_next=jnp.asarray(packed.sigma_next),
-            relative_error=_full_error(V, packed.target, cs.indices, cs.weights)), cs.method)
+            sigma_next=jnp.asarray(packed.sigma_next), relative_error=error), cs.method)
     settings = {"method": construction.name, "size": size, "options": dict(opts), "refit": refit,
                 "key": _key_data(key), "N": n, "J": int(V.shape[1]), "compressed": packed is not None,
                 "time_s": time.perf_counter() - start}
@@ -224,8 +227,6 @@ def _maybe_compress(V, construction: Construction, size: int, options: dict, com
         raise ValueError(f"compress: expected 'auto', True or False, got {compress!r}")
     if compress is False or construction.random:
         return None
-    if compress == "auto" and _sharding.leading_mesh(V) is not None:
-        return None  # the factorisation would gather V onto one device; sharded solvers run exactly
     if compress == "auto":
         return _compress.auto_compress(V, construction.name, size, options, tol)
     return _compress.compress(V, tol)
@@ -239,6 +240,7 @@ def _errors_on_v_and_a(V, target, A, indices, weights):
     return error(V, target), error(A, jnp.sum(A.astype(target.dtype), axis=0))
 
 
+@_compiled_fns.jit
 @_compiled_fns.jit
 def _full_error(V, target, indices, weights):
     """Relative error on the uncompressed V, reading only its support rows."""
