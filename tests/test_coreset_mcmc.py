@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import coresets_jax as cj
+from posterior_plumbing import check_merged_is_the_union_of_shard_runs, check_streamed
 from coresets_jax.posterior_driven.coreset_mcmc import kl_gradient
 from coresets_jax.posterior_driven.common import subsampler
 
@@ -88,14 +89,12 @@ def test_coreset_mcmc_through_coreset_merged_and_stream():
     # and there are three shapes) are tested in test_posterior_common.py and the Gaussian KL test.
     opts = dict(num_iters=30, num_warmup=30, num_draws=5, subsample=20, hot_start=False, control_variate=False)
     cs = cj.coreset(model, data, 10, "coreset_mcmc", key=jax.random.key(1), **opts)
-    merged = cj.merged_coreset(None, 4, 3, "coreset_mcmc", jax.random.key(2), model=model, data=data, **opts)
+    check_merged_is_the_union_of_shard_runs(model, data, "coreset_mcmc", 4, 3, jax.random.key(2), **opts)
     chunks = [jax.tree_util.tree_map(lambda a: a[i:i + 100], data) for i in range(0, n, 100)]
     thetas = cj.laplace(model, chunks[0]).sample(jax.random.key(3), 20)
     streamed = cj.stream_coreset(model, chunks, 8, thetas, jax.random.key(4), method="coreset_mcmc", **opts)
-    for c in (cs, merged, streamed):
-        w, idx = np.asarray(c.weights), np.asarray(c.indices)
-        assert np.all(np.isfinite(w)) and np.all(w >= 0) and w.sum() > 0
-        assert np.all((idx >= 0) & (idx < n))
+    check_streamed(streamed, n, 8)
+    check_streamed(cs, n, 10)
     chains = cj.methods()["coreset_mcmc"].options["num_chains"]
     assert cs.info["samples"].shape == (chains, 5, data[0].shape[1])
     assert np.all(np.isfinite(np.asarray(cs.info["samples"])))

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import coresets_jax as cj
+from posterior_plumbing import check_merged_is_the_union_of_shard_runs, check_streamed
 from coresets_jax.posterior_driven.common import kl_estimate
 from coresets_jax.posterior_driven.quasi_newton import newton_direction
 
@@ -99,14 +100,12 @@ def test_quasi_newton_through_coreset_merged_and_stream():
     n = data[0].shape[0]
     opts = dict(num_iters=3, num_draws=10, max_burn=60, subsample=50, num_tries=3)
     cs = cj.coreset(model, data, 10, "quasi_newton", key=jax.random.key(1), **opts)
-    merged = cj.merged_coreset(None, 4, 3, "quasi_newton", jax.random.key(2), model=model, data=data, **opts)
+    check_merged_is_the_union_of_shard_runs(model, data, "quasi_newton", 4, 3, jax.random.key(2), **opts)
     chunks = [jax.tree_util.tree_map(lambda a: a[i:i + 100], data) for i in range(0, n, 100)]
     thetas = cj.laplace(model, chunks[0]).sample(jax.random.key(3), 20)
     streamed = cj.stream_coreset(model, chunks, 8, thetas, jax.random.key(4), method="quasi_newton", **opts)
-    for c in (cs, merged, streamed):
-        w, idx = np.asarray(c.weights), np.asarray(c.indices)
-        assert np.all(np.isfinite(w)) and np.all(w >= 0) and w.sum() > 0
-        assert np.all((idx >= 0) & (idx < n))
+    check_streamed(streamed, n, 8)
+    check_streamed(cs, n, 10)
 
 
 @pytest.mark.slow
