@@ -131,7 +131,9 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
       model: the model.
       size: M.
       kernel: a registered kernel of `cj.inference.kernels` ("slice" default; "mala", "nuts", "hmc",
-        "rwmh", or one added with `register_kernel`).
+        "rwmh", or one added with `register_kernel`). The option names are shared by every posterior-driven
+        method (`posterior_driven/options.py`); `cj.sample` names its kernel `method=`, an argument of the
+        public sampling function rather than a construction option.
       kernel_settings: the kernel's settings as (name, value) pairs (`cj.coreset` accepts a dict).
       num_chains: K >= 2 (the gradient is a covariance over chains; the authors use 2).
       num_iters: the most weight updates (one chain step each).
