@@ -109,7 +109,7 @@ def main():
         path = os.path.join(HERE, "results", "solvers.json")
         with open(path) as f:
             out = json.load(f)
-        out["sparse_vi"] = dict(config=dict(N=10_000, J=500, sampler="nuts", num_samples=100, weight_iters=100,
+        out["sparse_vi"] = dict(config=dict(N=10_000, J=500, kernel="nuts", num_draws=100, num_iters=100,
                                             step="1/t", device=str(jax.devices()[0]), cpu_count=os.cpu_count()),
                                 results=sparse_vi_rows(10_000, (10, 50, 100), 500))
         with open(path, "w") as f:

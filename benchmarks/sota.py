@@ -72,7 +72,7 @@ def method_options(method: str, n: int, quick: bool, samples: int) -> dict:
     if method == "quasi_newton":
         return dict(num_iters=5) if quick else {}
     if method == "sparse_vi":
-        return dict(num_samples=20, weight_iters=20, sampler="mala", num_warmup=50, step_scale=0.1)
+        return dict(num_draws=20, num_iters=20, kernel="mala", num_warmup=50, step_scale=0.1)
     return {}
 
 

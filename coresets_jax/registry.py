@@ -54,6 +54,8 @@ class Construction(NamedTuple):
       description: one line for `coresets-jax info` and error messages.
       default_support: posterior methods whose core takes a starting coreset (`initial`): the vector
         method `cj.coreset(support=None)` starts them from; None: they start from a uniform subsample.
+      aliases: (old name, option) pairs: documented old names of options, renamed by `check_options`
+        (e.g. Sparse VI's `sampler` for `kernel`; `posterior_driven/options.py`).
     """
 
     name: str
@@ -62,6 +64,7 @@ class Construction(NamedTuple):
     random: bool = False
     description: str = ""
     default_support: Optional[str] = None
+    aliases: tuple = ()
 
     @property
     def options(self) -> dict:
@@ -71,14 +74,31 @@ class Construction(NamedTuple):
         return {p.name: p.default for p in params
                 if p.name not in skip and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
+    def rename_aliases(self, options: dict) -> dict:
+        """`options` with each alias replaced by its option's name; ValueError if both are given."""
+        out = dict(options)
+        for old, new in self.aliases:
+            if old in out:
+                if new in out:
+                    raise ValueError(f"{old}, {new}: {old!r} is an alias of {new!r} for method {self.name!r}; "
+                                     "give only one of them")
+                out[new] = out.pop(old)
+        return out
+
+    def alias_note(self) -> str:
+        """'; also accepted: old (for new), ...' for error messages ('' without aliases)."""
+        pairs = ", ".join(f"{old} (for {new})" for old, new in self.aliases)
+        return f"; also accepted: {pairs}" if pairs else ""
+
     def check_options(self, options: dict) -> tuple:
-        """Options as a sorted, hashable tuple; ValueError for an unknown name or a non-static value."""
+        """Options (aliases renamed) as a sorted, hashable tuple; ValueError for an unknown name, an option
+        given under both its names, or a non-static value."""
         allowed = self.options
         out = {}
-        for name, value in options.items():
+        for name, value in self.rename_aliases(options).items():
             if name not in allowed:
                 raise ValueError(f"{name}: not an option of method {self.name!r}; its options are "
-                                 f"{sorted(allowed)}")
+                                 f"{sorted(allowed)}{self.alias_note()}")
             if isinstance(value, dict) and isinstance(allowed[name], tuple):
                 # A settings dict (e.g. kernel_settings) becomes sorted (name, value) pairs, so it hashes.
                 value = tuple(sorted(value.items()))
@@ -106,6 +126,12 @@ def register(construction: Construction, *, replace: bool = False) -> Constructi
         raise ValueError(f"construction.needs: expected one of {list(KINDS)}, got {construction.needs!r}")
     if not callable(construction.make):
         raise ValueError("construction.make: must be callable")
+    aliases = construction.aliases
+    if not isinstance(aliases, tuple) or (aliases and not all(
+            isinstance(p, tuple) and len(p) == 2 and p[1] in construction.options
+            and p[0] not in construction.options for p in aliases)):
+        raise ValueError("construction.aliases: expected (old name, option) pairs naming options of make, "
+                         f"with old names that are not options themselves; got {construction.aliases!r}")
     if construction.name in _REGISTRY and not replace:
         raise ValueError(f"construction.name: {construction.name!r} is already registered; pass "
                          "replace=True to override it")

@@ -17,7 +17,7 @@ def test_sparse_vi_gaussian_beats_uniform_and_respects_constraints():
     kl = lambda w: float(cj.metrics.gaussian_kl(mean, cov, *cj.models.gaussian_mean_posterior(y, w)))
     svi, unif = [], []
     for seed in range(3):
-        cs = cj.coreset(model, y, M, "sparse_vi", key=jax.random.key(seed), num_samples=50, weight_iters=50,
+        cs = cj.coreset(model, y, M, "sparse_vi", key=jax.random.key(seed), num_draws=50, num_iters=50,
                         step_scale=0.1)
         w = np.asarray(cs.weights)
         assert np.all(w >= 0) and np.all(np.isfinite(w)) and cs.num_points <= M
@@ -30,9 +30,9 @@ def test_sparse_vi_gaussian_beats_uniform_and_respects_constraints():
 def test_sparse_vi_options_are_checked():
     model = cj.models.gaussian_mean(2)
     y = jnp.zeros((10, 2))
-    with pytest.raises(ValueError, match="sampler"):
-        cj.coreset(model, y, 2, "sparse_vi", sampler="gibbs")
-    with pytest.raises(ValueError, match="weight_iters"):
-        cj.coreset(model, y, 2, "sparse_vi", weight_iters=0)
+    with pytest.raises(ValueError, match="kernel"):
+        cj.coreset(model, y, 2, "sparse_vi", kernel="gibbs")
+    with pytest.raises(ValueError, match="num_iters"):
+        cj.coreset(model, y, 2, "sparse_vi", num_iters=0)
     with pytest.raises(ValueError, match="method"):
         cj.build(jnp.ones((10, 2)), 2, "sparse_vi")  # needs the model: cj.coreset only

@@ -192,9 +192,14 @@ def _check_method_options(method: str, opts: dict, where: str) -> None:
     allowed = list(construction.options)
     if construction.needs == "vectors":
         allowed += ["refit", "compress", "compress_tol"]  # `cj.build`'s own options
-    for name in opts:
+    try:
+        renamed = construction.rename_aliases(opts)  # old names are documented aliases (issue 23)
+    except ValueError as err:
+        raise ConfigError(f"{where}: {err}") from None
+    for name in renamed:
         if name not in allowed:
-            raise ConfigError(f"{where}.{name}: not an option of {method}; allowed options: {', '.join(allowed)}")
+            raise ConfigError(f"{where}.{name}: not an option of {method}; allowed options: "
+                              f"{', '.join(allowed)}{construction.alias_note()}")
 
 
 def load_config(path: Optional[str]) -> dict:

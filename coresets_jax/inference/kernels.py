@@ -14,9 +14,11 @@ spec and need no change.
 - "slice": preconditioned hit-and-run slice sampling (Neal 2003; `slice.py`), as Chen & Campbell run
   Coreset MCMC: nothing to tune beyond a covariance, so it stays exact while the target moves.
 
-A kernel states its own facts in its spec: its settings and their checks, the scale warm-up starts from,
-whether warm-up adapts that scale towards a target acceptance, and which preconditioner it uses ("none" for
-a kernel that needs none, such as a model-specific Gibbs sampler).
+A kernel states its own facts in its spec: its settings (`defaults`) and their checks, which setting holds
+the scale warm-up starts from (`scale_setting`), whether warm-up adapts that scale towards `target_accept`,
+and which preconditioner it uses ("none" for a kernel that needs none, such as a model-specific Gibbs
+sampler). `register_kernel` checks these facts and the defaults themselves, so `check_settings` assumes no
+setting name beyond what the spec declares.
 """
 
 from __future__ import annotations
@@ -60,11 +62,14 @@ class KernelSpec(NamedTuple):
     gradient_evals: `info -> number of gradient evaluations of the step` (its cost).
     reference_step_size: `D -> scale` that Metropolis adaptation restarts from (Roberts & Rosenthal 2001).
     check: optional `settings -> None` that raises ValueError for an impossible value of the kernel's own
-      settings (the shared ones, `target_accept` and `initial_step_size`, are checked for every kernel).
-    adapts_step_size: whether warm-up tunes the scale towards `target_accept` (False for slice sampling,
-      whose interval search adapts at every move, and for kernels with no scale).
+      settings; it may read only names in `defaults` (`register_kernel` runs it on them).
+    adapts_step_size: whether warm-up tunes the scale towards the `target_accept` setting, which such a
+      kernel must have, checked in (0, 1) (False for slice sampling, whose interval search adapts at every
+      move, and for kernels with no scale).
     density_evals: optional `info -> number of density evaluations of the step`; None means one per
       gradient evaluation plus one.
+    scale_setting: the setting holding the scale warm-up starts from (a positive number, or None for
+      `reference_step_size`); "width" for slice sampling; None for a kernel with no such setting.
     """
 
     build: Callable[[Callable, Tuning, dict], SamplingAlgorithm]
@@ -75,6 +80,7 @@ class KernelSpec(NamedTuple):
     check: Optional[Callable[[dict], None]] = None
     adapts_step_size: bool = True
     density_evals: Optional[Callable[[Any], Array]] = None
+    scale_setting: Optional[str] = "initial_step_size"
 
 
 def _jittered_hmc_kernel(rng_key, state, logdensity_fn, step_size, inverse_mass_matrix, num_steps, jitter):
@@ -118,6 +124,16 @@ def register_kernel(name: str, spec: KernelSpec) -> KernelSpec:
     if spec.precond == "cholesky" and spec.adapts_step_size and spec.reference_step_size is None:
         raise ValueError("spec.reference_step_size: a 'cholesky' kernel needs it (the scale that its warm-up "
                          "restarts from after each covariance estimate)")
+    if spec.scale_setting is not None and spec.scale_setting not in spec.defaults:
+        raise ValueError(f"spec.scale_setting: {spec.scale_setting!r} is not a setting in spec.defaults; name "
+                         "the setting that holds the starting scale, or pass scale_setting=None")
+    try:  # the defaults must pass the kernel's own checks, and `check` may read only declared settings
+        _check_values(spec, dict(spec.defaults))
+    except KeyError as err:
+        raise ValueError(f"spec.check: reads the setting {err.args[0]!r}, which spec.defaults does not "
+                         "declare") from None
+    except ValueError as err:
+        raise ValueError(f"spec.defaults: {err}") from None
     KERNELS[name] = spec
     return spec
 
@@ -132,6 +148,23 @@ def _positive_number(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name}: must be a positive finite number, got {value!r}")
     return float(value)
+
+
+def _check_values(spec: KernelSpec, settings: dict) -> dict:
+    """The checks of a full settings dict that the spec declares: plain scalars, `target_accept` in (0, 1)
+    for a kernel that adapts its scale, a positive (or None) `scale_setting`, and the spec's own `check`."""
+    for name, value in settings.items():
+        if isinstance(value, (list, dict, jax.Array)) or hasattr(value, "__array__"):
+            raise ValueError(f"{name}: settings must be plain Python scalars, got {type(value).__name__}")
+    if spec.adapts_step_size:
+        target = settings["target_accept"]
+        if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0.0 < target < 1.0:
+            raise ValueError(f"target_accept: must lie in (0, 1), got {target!r}")
+    if spec.scale_setting is not None and settings[spec.scale_setting] is not None:
+        _positive_number(settings[spec.scale_setting], spec.scale_setting)
+    if spec.check is not None:
+        spec.check(settings)
+    return settings
 
 
 def _check_nuts(settings: dict) -> None:
@@ -174,7 +207,7 @@ register_kernel("rwmh", KernelSpec(
 register_kernel("slice", KernelSpec(
     _build_slice, {"width": 3.0, "passes": 3, "max_expansions": 20, "max_shrinkage": 100}, "cholesky",
     lambda info: jnp.asarray(0, jnp.int32), check=_check_slice, adapts_step_size=False,
-    density_evals=lambda info: jnp.asarray(info.num_evaluations, jnp.int32)))
+    density_evals=lambda info: jnp.asarray(info.num_evaluations, jnp.int32), scale_setting="width"))
 
 
 def check_settings(method: str, settings: dict) -> dict:
@@ -186,25 +219,16 @@ def check_settings(method: str, settings: dict) -> dict:
     for name, value in settings.items():
         if name not in out:
             raise ValueError(f"{name}: not a setting of method {method!r}; its settings are {list(out)}")
-        if isinstance(value, (list, dict, jax.Array)) or hasattr(value, "__array__"):
-            raise ValueError(f"{name}: settings must be plain Python scalars, got {type(value).__name__}")
         out[name] = value
-    if "target_accept" in out:
-        target = out["target_accept"]
-        if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0.0 < target < 1.0:
-            raise ValueError(f"target_accept: must lie in (0, 1), got {target!r}")
-    if out.get("initial_step_size") is not None:
-        _positive_number(out["initial_step_size"], "initial_step_size")
-    if spec.check is not None:
-        spec.check(out)
-    return out
+    return _check_values(spec, out)
+
 
 
 def initial_step_size(method: str, settings: dict, dim: int) -> float:
-    """The scale a kernel starts from: `initial_step_size` (or a slice kernel's `width`), else the spec's
-    dimension-based reference, else 1."""
+    """The scale a kernel starts from: its `scale_setting` (`initial_step_size`; a slice kernel's `width`),
+    else the spec's dimension-based reference, else 1."""
     spec = KERNELS[method]
-    step = settings.get("initial_step_size", settings.get("width"))
+    step = settings[spec.scale_setting] if spec.scale_setting is not None else None
     if step is None:
         step = spec.reference_step_size(dim) if spec.reference_step_size is not None else 1.0
     return float(step)

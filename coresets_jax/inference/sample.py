@@ -143,7 +143,9 @@ def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str
       weights: None (full data, w = 1), a `Coreset` (its fixed-capacity `indices`/`weights` are gathered;
         padding has weight 0, so a new coreset of the same capacity reuses the compiled sampler), or a
         dense non-negative (N,) array (its non-zero rows are gathered, padded to a power of two).
-      method: "nuts" | "hmc" | "mala" | "rwmh" (or any kernel added with `kernels.register_kernel`).
+      method: "nuts" | "hmc" | "mala" | "rwmh" (or any kernel added with `kernels.register_kernel`). The
+        posterior-driven constructions call the same choice `kernel=`: there it is one of a construction's
+        options, here an argument of this public function, kept as the public API names it.
       num_samples: kept draws per chain (after thinning).
       num_warmup: adaptation steps per chain (discarded).
       num_chains: independent chains, run under `vmap`.

@@ -178,4 +178,5 @@ def gibbs_kernel(num_features: int, inclusion: float = 0.1, spike: float = 0.1, 
         return SamplingAlgorithm(init, step)
 
     return KernelSpec(build, {}, "none", lambda info: jnp.asarray(0, jnp.int32), adapts_step_size=False,
+                      scale_setting=None,
                       density_evals=lambda info: jnp.asarray(1, jnp.int32))

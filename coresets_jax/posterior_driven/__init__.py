@@ -2,27 +2,31 @@
 itself, so they need the model and a sampler, not projected vectors. Each is one file whose `make(model,
 size, **options)` returns a pure `solve(key, data, data_weights, start[, initial])`, registered here.
 `default_support` names the vector method whose coreset starts the methods that take a start (chosen by
-benchmarks/models.py: OMP was the best Hilbert method on every problem there).
+benchmarks/models.py: OMP was the best Hilbert method on every problem there). The methods share their
+option names (`kernel`, `kernel_settings`, `num_iters`, `num_draws`, `num_warmup`); `options.ALIASES` holds
+the old names each still accepts.
 """
 
 from ..registry import Construction, register
 from . import support  # noqa: F401  (the support= start, used by cj.coreset)
 from .coreset_mcmc import coreset_mcmc
+from .options import ALIASES
 from .quasi_newton import quasi_newton
 from .sparse_vi import sparse_vi
 
 register(Construction("sparse_vi", sparse_vi, needs="posterior", random=True,
-                      description="Sparse VI (Campbell & Beronov 2019): greedy selection + SGD on KL"),
+                      description="Sparse VI (Campbell & Beronov 2019): greedy selection + SGD on KL",
+                      aliases=ALIASES["sparse_vi"]),
          replace=True)
 
 register(Construction("coreset_mcmc", coreset_mcmc, needs="posterior", random=True,
                       description="Coreset MCMC (Chen & Campbell 2024): chains on pi_w + stochastic KL weight updates",
-                      default_support="omp"),
+                      default_support="omp", aliases=ALIASES["coreset_mcmc"]),
          replace=True)
 
 register(Construction("quasi_newton", quasi_newton, needs="posterior", random=True,
                       description="Quasi-Newton coresets (Naik, Rousseau & Campbell 2022): subsample + Newton on KL",
-                      default_support="omp"),
+                      default_support="omp", aliases=ALIASES["quasi_newton"]),
          replace=True)
 
 __all__ = ["coreset_mcmc", "quasi_newton", "sparse_vi"]

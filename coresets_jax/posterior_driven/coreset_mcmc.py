@@ -131,7 +131,7 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
       model: the model.
       size: M.
       kernel: a registered kernel of `cj.inference.kernels` ("slice" default; "mala", "nuts", "hmc",
-        "rwmh", or one added with `register_kernel`).
+        "rwmh", or one added with `register_kernel`); option names as in `posterior_driven/options.py`.
       kernel_settings: the kernel's settings as (name, value) pairs (`cj.coreset` accepts a dict).
       num_chains: K >= 2 (the gradient is a covariance over chains; the authors use 2).
       num_iters: the most weight updates (one chain step each).
@@ -187,7 +187,7 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
                lambda t: learning_rate * (t + 1.0) ** -float(learning_rate_decay)), "dog_cumulative": lambda: dog_cumulative(r)}[optimizer]()
     spec = _kernels.KERNELS[kernel]
     adapts = spec.adapts_step_size
-    target_accept = float(settings.get("target_accept", 0.5))
+    target_accept = float(settings["target_accept"]) if adapts else 0.0  # declared by the spec
 
     def solve(key, data, data_weights, start, initial=None):
         dtype = jnp.result_type(start.mean.dtype, jnp.float32)

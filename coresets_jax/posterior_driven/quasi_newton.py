@@ -135,10 +135,12 @@ def quasi_newton(model: Model, size: int, kernel: str = "slice", kernel_settings
     Args:
       model: the model.
       size: M.
-      kernel: the registered kernel sampling pi_w ("slice" default).
+      kernel: the registered kernel sampling pi_w ("slice" default). The option names are shared by every
+        posterior-driven method (`posterior_driven/options.py`); `cj.sample` names its kernel `method=`, an
+        argument of the public sampling function rather than a construction option.
       kernel_settings: the kernel's settings as (name, value) pairs (`cj.coreset` accepts a dict).
       num_chains: K chains; S = K * num_draws samples per step (the authors' S = 500).
-      num_iters: the most quasi-Newton steps (the authors' 20).
+      num_iters: the most quasi-Newton steps (the authors' 20; alias `num_steps`).
       num_draws: kept draws per chain per step.
       max_burn: the cap on the stationarity-tested burn-in after each weight change.
       num_warmup: tuning warm-up steps at w_0 (for kernels that adapt).

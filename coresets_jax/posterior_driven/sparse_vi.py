@@ -6,16 +6,18 @@ pi_w ∝ exp(sum_m w_m L_m) pi_0 and uses the centred log-likelihoods g_n(theta_
     coreset with the largest positive correlation corr(g_n, r) under pi_w.
   - Weights: projected stochastic gradient on KL(pi_w || pi) over the support, whose gradient in w_m is
     -Cov_{pi_w}[L_m, r] (Campbell & Beronov Eq. 8), estimated from fresh samples each iteration; step
-    gamma_t = step_scale / t, `weight_iters` iterations (IHT §5: 1/t and 100).
-Samples of pi_w come from the model's closed-form `posterior` when it has one (`sampler="exact"`, the
-default then, as in IHT §5.1-5.2), else from a short BlackJAX chain per weight iteration, through the
-sampling layer's pure core `coresets_jax.inference.sample_fn` (`sampler="nuts" | "hmc" | "mala" | "rwmh"`).
+    gamma_t = step_scale / t, `num_iters` iterations (IHT §5: 1/t and 100).
+Samples of pi_w come from the model's closed-form `posterior` when it has one (`kernel="exact"`, the
+default then, as in IHT §5.1-5.2), else from a short chain per weight iteration, through the sampling
+layer's pure core `coresets_jax.inference.sample_fn` (`kernel="nuts" | "hmc" | "mala" | "rwmh" | "slice"`,
+or any registered kernel). The option names are those of every posterior-driven method (`options.py`); the
+old `sampler`, `weight_iters` and `num_samples` are aliases of `kernel`, `num_iters` and `num_draws`.
 
 With data weights u (a streaming reduction, or padding), the full-data target is sum_n u_n L_n: the
 residual uses sum_n u_n g_n, and rows with u_n = 0 are never selected.
 
 Each weight iteration evaluates all N log-likelihoods at S samples (the residual needs them), so Sparse VI
-costs about weight_iters * size * S * N likelihood evaluations plus the sampling: far slower than the
+costs about num_iters * size * S * N likelihood evaluations plus the sampling: far slower than the
 Hilbert solvers (IHT §5 reports ~10^4 times).
 """
 
@@ -28,11 +30,12 @@ import jax.numpy as jnp
 
 from .. import progress as _progress
 from ..core import Model, log_likelihoods, take_data
+from ..inference import kernels as _kernels
+from .common import check_kernel
 
 __all__ = ["sparse_vi", "SparseVIState"]
 
 Array = jax.Array
-SAMPLERS = ("exact", "nuts", "hmc", "mala", "rwmh")
 
 
 class SparseVIState(NamedTuple):
@@ -50,9 +53,9 @@ def _centred_lls(model: Model, thetas: Array, data: Any) -> Array:
     return lls - jnp.mean(lls, axis=0, keepdims=True)
 
 
-def _sampler(model: Model, sampler: str, num_samples: int, num_warmup: int):
+def _sampler(model: Model, kernel: str, settings: dict, num_samples: int, num_warmup: int):
     """(key, data, indices, weights, start) -> (S, D) samples of pi_w."""
-    if sampler == "exact":
+    if kernel == "exact":
         def draw(key, data, indices, weights, start):
             n = jax.tree_util.tree_leaves(data)[0].shape[0]
             dense = jnp.zeros(n, weights.dtype).at[indices].add(weights)
@@ -63,7 +66,7 @@ def _sampler(model: Model, sampler: str, num_samples: int, num_warmup: int):
 
     from ..inference import sample_fn  # the sampling layer's pure core
 
-    run = sample_fn(model, sampler, num_samples=num_samples, num_warmup=num_warmup, num_chains=1)
+    run = sample_fn(model, kernel, num_samples=num_samples, num_warmup=num_warmup, num_chains=1, **settings)
 
     def draw(key, data, indices, weights, start):
         samples, _ = run(key, take_data(data, indices), weights, start.mean[None, :], start.cov)
@@ -77,37 +80,45 @@ def _check_count(value, name: str) -> int:
     return value
 
 
-def sparse_vi(model: Model, size: int, num_samples: int = 100, weight_iters: int = 100, step_scale: float = 1.0,
-              sampler: Optional[str] = None, num_warmup: int = 100):
+def sparse_vi(model: Model, size: int, num_draws: int = 100, num_iters: int = 100, step_scale: float = 1.0,
+              kernel: Optional[str] = None, kernel_settings: tuple = (), num_warmup: int = 100):
     """Sparse VI of capacity `size` (greedy: `size` selection steps) as a pure posterior-driven core.
 
     Args:
       model: the model; `model.posterior` enables exact samples of pi_w.
       size: M, the number of selection steps (and capacity).
-      num_samples: S, samples of pi_w per step.
-      weight_iters: weight iterations after each selection (100 in IHT §5).
+      num_draws: S, draws of pi_w per step (alias `num_samples`).
+      num_iters: weight iterations after each selection (100 in IHT §5; alias `weight_iters`).
       step_scale: the learning rate is step_scale / t (1/t in IHT §5). Measured: 1/t overshoots when
         Var_{pi_w}[L_n] is large, as in the first steps from the prior (Gaussian model, N = 100: total
         weight ~ 6N, KL worse than uniform); step_scale = 0.1 beat uniform there.
-      sampler: "exact" (default when `model.posterior` exists) or a `cj.sample` method for a short chain
-        of `num_warmup` adaptation steps and `num_samples` draws (default "nuts"), started at pi_hat's mean
-        and preconditioned by its covariance.
+      kernel: "exact" (default when `model.posterior` exists) or a registered kernel for a short chain
+        of `num_warmup` adaptation steps and `num_draws` draws (default "nuts"), started at pi_hat's mean
+        and preconditioned by its covariance (alias `sampler`).
+      kernel_settings: the kernel's settings as (name, value) pairs (`cj.coreset` accepts a dict).
+      num_warmup: the chain's adaptation steps (unused with "exact").
 
     Returns:
       `solve(key, data, data_weights, start) -> (indices, weights, info)` (see `coresets_jax.registry`).
     """
-    if sampler is None:
-        sampler = "exact" if model.posterior is not None else "nuts"
-    if sampler not in SAMPLERS:
-        raise ValueError(f"sampler: unknown value {sampler!r}; expected one of {list(SAMPLERS)}")
-    if sampler == "exact" and model.posterior is None:
-        raise ValueError("sampler: 'exact' needs a model with a closed-form posterior")
-    for name, value in (("num_samples", num_samples), ("weight_iters", weight_iters), ("num_warmup", num_warmup)):
+    if kernel is None:
+        kernel = "exact" if model.posterior is not None else "nuts"
+    if kernel == "exact":
+        if model.posterior is None:
+            raise ValueError("kernel: 'exact' needs a model with a closed-form posterior")
+        if kernel_settings:
+            raise ValueError("kernel_settings: 'exact' draws take no settings")
+        settings = {}
+    elif kernel not in _kernels.KERNELS:
+        raise ValueError(f"kernel: unknown value {kernel!r}; expected 'exact' or one of {sorted(_kernels.KERNELS)}")
+    else:
+        settings = check_kernel(kernel, kernel_settings)
+    for name, value in (("num_draws", num_draws), ("num_iters", num_iters), ("num_warmup", num_warmup)):
         _check_count(value, name)
     if not isinstance(step_scale, (int, float)) or isinstance(step_scale, bool) or not step_scale > 0:
         raise ValueError(f"step_scale: must be a positive number, got {step_scale!r}")
     step_scale = float(step_scale)
-    draw = _sampler(model, sampler, num_samples, num_warmup)
+    draw = _sampler(model, kernel, settings, num_draws, num_warmup)
 
     def solve(key, data, data_weights, start):
         n = jax.tree_util.tree_leaves(data)[0].shape[0]
@@ -124,7 +135,7 @@ def sparse_vi(model: Model, size: int, num_samples: int = 100, weight_iters: int
             key, sub = jax.random.split(state.key)
             g = _centred_lls(model, draw(sub, data, state.indices, state.weights, start), data).astype(dtype)
             r, cols = residual(g, state)
-            grad = -(cols.T @ r) / num_samples  # -Cov[L_m, r], Campbell & Beronov Eq. 8
+            grad = -(cols.T @ r) / num_draws  # -Cov[L_m, r], Campbell & Beronov Eq. 8
             active = jnp.arange(size) < state.count
             w = jnp.where(active, jnp.maximum(state.weights - step_scale / (t + 1.0) * grad, 0.0), 0.0)
             return state._replace(weights=w, key=key)
@@ -140,7 +151,7 @@ def sparse_vi(model: Model, size: int, num_samples: int = 100, weight_iters: int
             slot = jnp.minimum(state.count, size - 1)
             indices = jnp.where(new, state.indices.at[slot].set(f.astype(jnp.int32)), state.indices)
             state = SparseVIState(indices, state.weights, state.count + new.astype(state.count.dtype), key)
-            return jax.lax.fori_loop(0, weight_iters, weight_step, state)
+            return jax.lax.fori_loop(0, num_iters, weight_step, state)
 
         init = SparseVIState(jnp.zeros(size, jnp.int32), jnp.zeros(size, dtype), jnp.asarray(0, jnp.int32), key)
         state, _ = _progress.scan(lambda state, i: (outer(i, state), None), init, jnp.arange(size),
