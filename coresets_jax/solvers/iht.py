@@ -85,10 +85,10 @@ import jax
 import jax.numpy as jnp
 
 from ..core import validate as _validate
-from .base import Problem, Solver, matvec, run, take_rows
+from .base import Problem, Solver, matvec, run, take_rows, top_k
 from .giga import giga
 from .ops import combination, line_search, project_simplex, project_sparse_nonneg, refit_support, \
-    scatter_dense, top_k, unique_mask
+    scatter_dense, unique_mask
 
 __all__ = ["iht", "iht2", "IHTState"]
 
