@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from ..core import Model, log_likelihoods, take_data, top_k, weighted_sum
+from ..core.rows import inverse_cdf
 from ..inference import kernels as _kernels
 from ..inference.driver import init_chains
 from ..inference.warmup import warmup
@@ -67,7 +68,7 @@ def subsampler(data_weights: Array, num: int, dtype):
 
     def draw(key):
         v = jax.random.uniform(key, (num,), dtype) * total
-        idx = jnp.searchsorted(cdf, v, side="right")
+        idx = inverse_cdf(cdf, v, cumulative=True)
         return jnp.minimum(idx, n - 1).astype(jnp.int32), row_weights
 
     return draw
