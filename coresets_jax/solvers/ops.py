@@ -107,9 +107,15 @@ def nnls_gram(G: Array, b: Array, x0: Array, mask: Array, max_iter: int = 500,
 
     Jacobi-scaled accelerated projected gradient (FISTA) with step 1/L, L from a power iteration (capped
     by the Gershgorin bound), and gradient-based restart (O'Donoghue & Candès 2015); warm-started from x0.
-    Falls back to x0 if the result is worse, so the objective never rises above that of x0. Stops when the projected gradient is below
-    tol * max|b| or after max_iter iterations. Robust to singular G (its objective still converges), which
-    the support Gram of nearly low-rank vectors often is.
+    Falls back to x0 if the result is worse, so the objective never rises above that of x0. Stops when the
+    projected gradient is below tol * max|b| or after max_iter iterations. Robust to singular G (its
+    objective still converges), which the support Gram of nearly low-rank vectors often is.
+
+    Why a second NNLS beside `least_squares.active_set_nnls`: that one is only Lawson-Hanson's inner loop (it
+    drops columns, never adds one) on a QR that OMP grows one column per step, so it needs OMP's selection
+    as its outer loop. Here the support is fixed and given at once (IHT's debias, `refit_support`, OMP with
+    exact_nnls=False), any coordinate may turn on or off, and the warm start bounds the cost; OMP also calls
+    it with max_iter=0 for the KKT gap alone.
     """
     dtype = G.dtype
     m = mask.astype(dtype)
