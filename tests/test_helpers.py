@@ -4,6 +4,7 @@ draw and top-k of core/rows.py."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from coresets_jax.core.rows import inverse_cdf, top_k
 
@@ -33,3 +34,19 @@ def test_top_k_matches_numpy_in_float32_and_float64():
         vals, idx = top_k(jnp.asarray(v), 25)
         np.testing.assert_array_equal(np.asarray(idx), np.argsort(-v)[:25])
         np.testing.assert_array_equal(np.asarray(vals), np.sort(v)[::-1][:25])
+
+
+def test_atomic_write_replaces_whole_or_not_at_all(tmp_path):
+    from coresets_jax.io import atomic_write
+
+    path = tmp_path / "out.json"
+    atomic_write(path, lambda f: f.write(b"first"))
+    assert path.read_bytes() == b"first"
+
+    def half(f):
+        f.write(b"sec")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write(path, half)
+    assert path.read_bytes() == b"first" and sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
