@@ -273,7 +273,9 @@ def median_pairwise_wasserstein1(runs: Sequence[Any], **kwargs) -> float:
 
 def normalized_wasserstein1(w1, reference: float):
     """HC §7.3: a W1 divided by the median pairwise W1 between independent full-data runs
-    (`median_pairwise_wasserstein1`), so 1 is the level of Monte Carlo noise."""
+    (`median_pairwise_wasserstein1`), or by the W1 between two full-data chains, so 1 is the level of
+    Monte Carlo noise. The one "W1 over the noise floor" of the package: the CLI's W1/floor column and the
+    benchmarks use it. NumPy float64 (no XLA program for a scalar division)."""
     if not reference > 0:
         raise ValueError(f"reference: must be positive, got {reference}")
-    return jnp.asarray(w1) / reference
+    return np.asarray(w1, np.float64) / float(reference)
