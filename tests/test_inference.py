@@ -199,7 +199,7 @@ def test_nuts_window_adaptation_matches_blackjax():
     np.testing.assert_allclose(np.asarray(state.position), np.asarray(ref_state.position), rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.filterwarnings("ignore:sample\\: min bulk ESS")  # 20 draws: the ESS warning is expected here
+@pytest.mark.filterwarnings("ignore:sample. min bulk ESS")  # 20 draws: the ESS warning is expected here
 def test_a_failed_laplace_fit_is_reported_not_swallowed():
     # Issue 23: cj.sample fell back to an identity covariance in silence. log p(theta) = -(theta^2 - 4)^2 has a
     # stationary point at the default start theta = 0 that is a minimum of the density: the fit's Hessian is
