@@ -1,5 +1,7 @@
 """The helpers each piece of shared logic lives in once (issue 23), against plain NumPy: the inverse-CDF
-draw and top-k of core/rows.py."""
+draw and top-k of core/rows.py, the atomic write of io.py and the option checks of core/validate.py."""
+
+import re
 
 import jax
 import jax.numpy as jnp
@@ -50,3 +52,46 @@ def test_atomic_write_replaces_whole_or_not_at_all(tmp_path):
     with pytest.raises(OSError, match="disk full"):
         atomic_write(path, half)
     assert path.read_bytes() == b"first" and sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+
+
+# --------------------------------------------------------------------------------------------------------
+# The option checks of core/validate.py: each names the argument and what was given.
+
+
+@pytest.mark.parametrize("check, good, bad", [
+    ("check_positive_int", [1, 7, np.int64(3)], [True, False, 1.5, 0, -1, "2", None, np.float32(2.0)]),
+    ("check_nonneg_int", [0, 5, np.int32(0)], [True, 0.5, -1, None]),
+    ("check_bool", [True, False, np.bool_(True)], [1, 0, 1.5, None, "True"]),
+    ("check_positive_float", [0.5, 2, np.float32(1e-3)], [True, 0, -1.0, float("nan"), float("inf"), "1"]),
+    ("check_nonneg_float", [0, 0.0, 3.5], [True, -1e-9, float("nan"), float("inf"), None]),
+    ("check_fraction", [1, 0.25, 1.0], [True, 0, 0.0, 1.5, -0.5, float("nan")]),
+])
+def test_option_checks_accept_and_reject(check, good, bad):
+    from coresets_jax.core import validate
+
+    fn = getattr(validate, check)
+    for value in good:
+        out = fn(value, "my_arg")
+        assert out == value and type(out) in (int, float, bool), (check, value, out)
+    for value in bad:
+        with pytest.raises(ValueError, match=r"my_arg: expected .*, got " + re.escape(repr(value))):
+            fn(value, "my_arg")
+
+
+def test_check_int_range_and_error_type():
+    from coresets_jax.core import validate
+
+    assert validate.check_int(3, "k", 1, 3) == 3
+    for value in (0, 4, 2.0):
+        with pytest.raises(ValueError, match=r"k: expected an integer in \[1, 3\], got"):
+            validate.check_int(value, "k", 1, 3)
+    with pytest.raises(ValueError, match=r"n: expected an integer >= 2, got 1"):
+        validate.check_int(1, "n", 2)
+
+    class Custom(ValueError):
+        pass
+
+    with pytest.raises(Custom, match="flag: expected True or False, got 1"):
+        validate.check_bool(1, "flag", error=Custom)
+    with pytest.raises(ValueError, match=r"step_jitter: expected a number in \[0, 1\), got 1"):
+        validate.check_float(1, "step_jitter", 0, 1, open_high=True)
