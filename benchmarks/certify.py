@@ -182,7 +182,7 @@ def mcmc_part(problems, n, sizes, trials, methods, samples, warmup, log, coreset
                         moment_kl = None
                     row.update(khat=cert.khat, kl_estimate=cert.kl, kl_se=cert.kl_se, ess=cert.ess,
                                verdict=cert.verdict, spread=cert.spread, certify_s=cert.time_s, moment_kl=moment_kl,
-                               w1_floor=float(cj.metrics.wasserstein1(a, flat) / floor),
+                               w1_floor=float(cj.metrics.normalized_wasserstein1(cj.metrics.wasserstein1(a, flat), floor)),
                                z_plain=_z(mean_w, mean_f, sd_f), z_corrected=_z(cert.mean, mean_f, sd_f))
                     rows.append(row)
                     log(row)

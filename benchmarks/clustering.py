@@ -126,7 +126,8 @@ def run(n, trials, Ms, J, ns, nw, full_runs, w1_points):
             sel = [i for i, (lab, m, _, _) in enumerate(tags) if lab == label and m == M]
             nll = [float((tll_max - cj.metrics.test_log_likelihood(MODEL, test, draws[i])) / (tll_max - tll_full))
                    for i in sel]
-            w1 = [cj.metrics.wasserstein1(draws[i], full[j % full_runs], max_points=w1_points) / w1_ref
+            w1 = [float(cj.metrics.normalized_wasserstein1(
+                      cj.metrics.wasserstein1(draws[i], full[j % full_runs], max_points=w1_points), w1_ref))
                   for j, i in enumerate(sel)]
             out["nll_normalized"].setdefault(label, {})[str(M)] = common.summary(nll)
             out["w1_normalized"].setdefault(label, {})[str(M)] = common.summary(w1)

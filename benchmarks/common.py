@@ -152,10 +152,10 @@ def _jsonable(x: Any) -> Any:
 def write_json(result: dict, out_dir: str, stem: str) -> str:
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"{stem}.json")
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(_jsonable(result), f, indent=1, allow_nan=False)
-    os.replace(tmp, path)
+    from coresets_jax.io import atomic_write
+
+    text = json.dumps(_jsonable(result), indent=1, allow_nan=False)  # fails before the file is touched
+    atomic_write(path, lambda f: f.write(text.encode()))
     return path
 
 

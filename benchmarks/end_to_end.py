@@ -87,7 +87,7 @@ def main():
         "wall_clock_ratio_full_over_coreset": t_full / t_coreset_total,
         "wall_clock_ratio_coreset_over_full": t_coreset_total / t_full,
         "w1": {"coreset_vs_full": w1_core, "full_chain0_vs_chain1": w1_floor,
-               "normalised": w1_core / w1_floor},
+               "normalised": float(cj.metrics.normalized_wasserstein1(w1_core, w1_floor))},
         "test_log_likelihood": {"full": tll_full, "coreset": tll_core,
                                 "normalised": tll_core / tll_full},
         "rhat_max": {"full": float(np.nanmax(post_full.rhat)), "coreset": float(np.nanmax(post_cs.rhat))},

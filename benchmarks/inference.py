@@ -56,7 +56,7 @@ def summarize(post, reference, w1_scale, model, test, tll_full):
         "step_size": [float(s) for s in post.step_size],
         "posterior_mean": [float(m) for m in post.mean],
         "w1_to_full": w1,
-        "w1_normalized": w1 / w1_scale,
+        "w1_normalized": float(metrics.normalized_wasserstein1(w1, w1_scale)),
         "test_log_likelihood": tll,
         "normalized_neg_test_ll": None if tll_full is None else float(
             metrics.normalized_test_log_likelihood(tll, tll_full)),

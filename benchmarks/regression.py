@@ -186,7 +186,8 @@ def run(trials, Ms, names, J, num_samples, num_warmup, full_runs, w1_points, sav
                         continue
                     tll = float(cj.metrics.test_log_likelihood(model, test, s))
                     nll.append(float(cj.metrics.normalized_test_log_likelihood(tll, tll_full)))
-                    w1.append(cj.metrics.wasserstein1(s, full[t % full_runs], max_points=w1_points) / w1_ref)
+                    w1.append(float(cj.metrics.normalized_wasserstein1(
+                        cj.metrics.wasserstein1(s, full[t % full_runs], max_points=w1_points), w1_ref)))
                 r["nll_normalized"].setdefault(label, {})[str(M)] = common.summary(nll) if nll else None
                 r["w1_normalized"].setdefault(label, {})[str(M)] = common.summary(w1) if w1 else None
                 r["time_normalized"].setdefault(label, {})[str(M)] = (build_s[(label, M)] + mcmc_s) / full_time

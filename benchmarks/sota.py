@@ -119,7 +119,7 @@ def coreset_metrics(model, data, weights, draws, ref) -> dict:
         return max_sd_distance(polished_mode(model, rows, np.asarray(weights)[live], fit.mean), ref)
 
     for key, fn in (("mm_kl", lambda: float(cj.metrics.gaussian_kl(ref["mean"], ref["cov"], mean_c, cov_c))),
-                    ("w1_normalised", lambda: float(cj.metrics.wasserstein1(ref["full"], draws) / ref["floor"])),
+                    ("w1_normalised", lambda: float(cj.metrics.normalized_wasserstein1(cj.metrics.wasserstein1(ref["full"], draws), ref["floor"]))),
                     ("map_distance_sd", mode_distance)):
         try:
             value = fn()

@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from .core import compiled
 from .core.rows import inverse_cdf, take_rows
+from .core.validate import check_float
 from .sharding import input_mesh
 
 __all__ = ["AUTO_METHODS", "Compressed", "auto_compress", "compress"]
@@ -131,8 +132,7 @@ def compress(V: Array, tol: float = 3e-3, *, max_rank: Optional[int] = None, mul
     Returns:
       A `Compressed`, or None if tol cannot be met with rank <= max_rank.
     """
-    if not (isinstance(tol, (int, float)) and not isinstance(tol, bool) and 0 <= tol < 1):
-        raise ValueError(f"compress_tol: must be a number in [0, 1), got {tol!r}")
+    tol = check_float(tol, "compress_tol", 0, 1, open_high=True)
     n, j = V.shape
     max_rank = j if max_rank is None else int(max_rank)
     num = max(2048, 4 * j) if num_samples is None else int(num_samples)

@@ -44,31 +44,33 @@ def _split(key, X, y, theta, num_test):
     return Dataset(X[:-num_test], y[:-num_test], X[-num_test:], y[-num_test:], theta)
 
 
-def synthetic_logistic(key: jax.Array, n: int = 10_000, theta=(3.0, 3.0, 0.0), num_test: int = 0,
-                       dtype=jnp.float32) -> Dataset:
-    """HC §7.2: x ~ N(0, I_{D-1}), X = [x, 1], y ~ ±1 with P(y = 1) = sigmoid(X theta); theta = [3, 3, 0]."""
+def _glm_data(key, n: int, theta, num_test: int, dtype, response) -> Dataset:
+    """HC §7.2's GLM data: x ~ N(0, I_{D-1}), X = [x, 1] (an intercept column), and y = response(key, X theta)
+    drawn given the linear predictor; the last `num_test` rows are held out."""
     key = _validate.check_key(key)
     theta = jnp.asarray(theta, dtype)
     kx, ky = jax.random.split(key)
     total = n + num_test
     X = jnp.concatenate([jax.random.normal(kx, (total, theta.shape[0] - 1), dtype),
                          jnp.ones((total, 1), dtype)], axis=1)
-    p = jax.nn.sigmoid(X @ theta)
-    y = jnp.where(jax.random.uniform(ky, (total,), dtype) < p, 1.0, -1.0).astype(dtype)
+    y = response(ky, X @ theta).astype(dtype)
     return _split(key, X, y, theta, num_test)
+
+
+def synthetic_logistic(key: jax.Array, n: int = 10_000, theta=(3.0, 3.0, 0.0), num_test: int = 0,
+                       dtype=jnp.float32) -> Dataset:
+    """HC §7.2: x ~ N(0, I_{D-1}), X = [x, 1], y ~ ±1 with P(y = 1) = sigmoid(X theta); theta = [3, 3, 0]."""
+    def labels(k, eta):
+        return jnp.where(jax.random.uniform(k, eta.shape, eta.dtype) < jax.nn.sigmoid(eta), 1.0, -1.0)
+
+    return _glm_data(key, n, theta, num_test, dtype, labels)
 
 
 def synthetic_poisson(key: jax.Array, n: int = 10_000, theta=(1.0, 0.0), num_test: int = 0,
                       dtype=jnp.float32) -> Dataset:
     """HC §7.2: x ~ N(0, I_{D-1}), X = [x, 1], y ~ Poisson(log(1 + exp(X theta))); theta = [1, 0]."""
-    key = _validate.check_key(key)
-    theta = jnp.asarray(theta, dtype)
-    kx, ky = jax.random.split(key)
-    total = n + num_test
-    X = jnp.concatenate([jax.random.normal(kx, (total, theta.shape[0] - 1), dtype),
-                         jnp.ones((total, 1), dtype)], axis=1)
-    y = jax.random.poisson(ky, jax.nn.softplus(X @ theta), (total,)).astype(dtype)
-    return _split(key, X, y, theta, num_test)
+    return _glm_data(key, n, theta, num_test, dtype,
+                     lambda k, eta: jax.random.poisson(k, jax.nn.softplus(eta), eta.shape))
 
 
 def synthetic_bradley_terry(key: jax.Array, n: int = 20_000, num_players: int = 50, num_test: int = 0,

@@ -78,8 +78,7 @@ def _merged_posterior(construction, model, data, size, num_shards, key, approx, 
     if data is None:
         raise ValueError("data: a posterior-driven method needs the data pytree (data=...)")
     n = _validate.check_data(data)
-    if isinstance(num_shards, bool) or not isinstance(num_shards, int) or not 1 <= num_shards <= n:
-        raise ValueError(f"num_shards: must be an integer in [1, N = {n}], got {num_shards!r}")
+    num_shards = _validate.check_int(num_shards, "num_shards", 1, n)
     rows = -(-n // num_shards)
     size = _validate.check_size(size, rows, "size")
     key = _key_for(construction, key)
@@ -146,8 +145,7 @@ def merged_coreset(V: Any, size: int, num_shards: Optional[int] = None, method: 
     mesh = _sharding.leading_mesh(V)
     devices = 1 if mesh is None else int(mesh.devices.size)
     num_shards = _default_shards(num_shards, V, "V")
-    if isinstance(num_shards, bool) or not isinstance(num_shards, int) or not 1 <= num_shards <= n:
-        raise ValueError(f"num_shards: must be an integer in [1, N = {n}], got {num_shards!r}")
+    num_shards = _validate.check_int(num_shards, "num_shards", 1, n)
     rows = -(-n // num_shards)
     size = _validate.check_size(size, rows, "size")
     key = _key_for(construction, key)

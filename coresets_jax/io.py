@@ -31,7 +31,7 @@ import numpy as np
 from .core.coreset import Coreset
 from .core.rows import take_rows
 
-__all__ = ["FORMAT", "digest", "fingerprint", "load", "read_metadata", "save"]
+__all__ = ["FORMAT", "atomic_write", "digest", "fingerprint", "load", "read_metadata", "save"]
 
 FORMAT = "coresets_jax.coreset/1"
 _INFO_PREFIX = "info."
@@ -161,7 +161,10 @@ def save(cs: Coreset, path: str | os.PathLike, data: Any = None, **metadata) -> 
 
 def atomic_write(path: str | os.PathLike, write) -> None:
     """Write a file atomically: `write(f)` into a temporary file in the same folder, fsync, then
-    `os.replace`. A failure midway leaves the previous file intact and no temporary file behind."""
+    `os.replace`. A failure midway leaves the previous file intact and no temporary file behind.
+
+    The one atomic write of the package: saved coresets, streaming checkpoints, the CLI's results.json and
+    the benchmarks' JSON all go through it. `f` is opened in binary mode."""
     folder = os.path.dirname(os.path.abspath(path))
     handle, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
     try:

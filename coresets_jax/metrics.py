@@ -144,6 +144,15 @@ def _as_points(x, name: str) -> np.ndarray:
     return a
 
 
+def _as_point_pair(samples_a, samples_b) -> tuple[np.ndarray, np.ndarray]:
+    """Both sample sets as (n, D) float64 arrays (`_as_points`), with the same D."""
+    a, b = _as_points(samples_a, "samples_a"), _as_points(samples_b, "samples_b")
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"samples_b: has shape {np.shape(samples_b)} (D = {b.shape[1]}), but samples_a has "
+                         f"shape {np.shape(samples_a)} (D = {a.shape[1]})")
+    return a, b
+
+
 def _subsample(a: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:
     return a if a.shape[0] == m else a[rng.choice(a.shape[0], m, replace=False)]
 
@@ -164,12 +173,8 @@ def wasserstein1(samples_a, samples_b, *, max_points: int = 1000, seed: int = 0)
     from scipy.optimize import linear_sum_assignment
     from scipy.spatial.distance import cdist
 
-    a, b = _as_points(samples_a, "samples_a"), _as_points(samples_b, "samples_b")
-    if a.shape[1] != b.shape[1]:
-        raise ValueError(f"samples_b: has shape {np.shape(samples_b)} (D = {b.shape[1]}), but samples_a has "
-                         f"shape {np.shape(samples_a)} (D = {a.shape[1]})")
-    if isinstance(max_points, bool) or not isinstance(max_points, (int, np.integer)) or max_points < 1:
-        raise ValueError(f"max_points: must be a positive integer, got {max_points!r}")
+    a, b = _as_point_pair(samples_a, samples_b)
+    max_points = _validate.check_positive_int(max_points, "max_points")
     rng = np.random.default_rng(seed)
     m = min(a.shape[0], b.shape[0], int(max_points))
     a, b = _subsample(a, m, rng), _subsample(b, m, rng)
@@ -201,12 +206,8 @@ def mmd(samples_a, samples_b, *, degree: int = 3, offset: float = 1.0) -> float:
     computed in float64 on the host's JAX device in row blocks; it is exactly 0 for identical sets. The
     degree-3 kernel compares the first three moments of the two sample sets.
     """
-    a, b = _as_points(samples_a, "samples_a"), _as_points(samples_b, "samples_b")
-    if a.shape[1] != b.shape[1]:
-        raise ValueError(f"samples_b: has shape {np.shape(samples_b)} (D = {b.shape[1]}), but samples_a has "
-                         f"shape {np.shape(samples_a)} (D = {a.shape[1]})")
-    if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 1:
-        raise ValueError(f"degree: must be a positive integer, got {degree!r}")
+    a, b = _as_point_pair(samples_a, samples_b)
+    degree = _validate.check_positive_int(degree, "degree")
     with jax.enable_x64(True):
         a64, b64 = jnp.asarray(a, jnp.float64), jnp.asarray(b, jnp.float64)
         kaa = _mean_kernel(a64, a64, int(degree), float(offset))
@@ -273,7 +274,9 @@ def median_pairwise_wasserstein1(runs: Sequence[Any], **kwargs) -> float:
 
 def normalized_wasserstein1(w1, reference: float):
     """HC §7.3: a W1 divided by the median pairwise W1 between independent full-data runs
-    (`median_pairwise_wasserstein1`), so 1 is the level of Monte Carlo noise."""
+    (`median_pairwise_wasserstein1`), or by the W1 between two full-data chains, so 1 is the level of
+    Monte Carlo noise. The one "W1 over the noise floor" of the package: the CLI's W1/floor column and the
+    benchmarks use it. NumPy float64 (no XLA program for a scalar division)."""
     if not reference > 0:
         raise ValueError(f"reference: must be positive, got {reference}")
-    return jnp.asarray(w1) / reference
+    return np.asarray(w1, np.float64) / float(reference)

@@ -213,10 +213,8 @@ def laplace_fn(model: Model, *, method: str = "newton", scale: float = 1.0, max_
     """
     if method not in ("newton", "optax"):
         raise ValueError(f"method: unknown value {method!r}; expected one of ['newton', 'optax']")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
-        raise ValueError(f"max_iter: must be a positive integer, got {max_iter!r}")
-    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol >= 0:
-        raise ValueError(f"tol: must be a non-negative number, got {tol!r}")
+    max_iter = _validate.check_positive_int(max_iter, "max_iter")
+    tol = _validate.check_nonneg_float(tol, "tol")
     f = _objective(model, float(scale))
 
     def fit(data, init, weights=None) -> GaussianApproximation:

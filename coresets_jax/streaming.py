@@ -75,9 +75,9 @@ def iter_chunks(source: Any, chunk_size: Optional[int] = None, *, skip: int = 0)
     of an array source are skipped without being read (a resumed `stream_coreset`).
     """
     if _is_sliceable(source):
-        if chunk_size is None or isinstance(chunk_size, bool) or int(chunk_size) < 1:
-            raise ValueError(f"chunk_size: a positive integer is needed to slice an array source, "
-                             f"got {chunk_size!r}")
+        if chunk_size is None:
+            raise ValueError("chunk_size: a positive integer is needed to slice an array source, got None")
+        chunk_size = _validate.check_positive_int(chunk_size, "chunk_size")
         n = _validate.num_rows(jax.tree_util.tree_map(lambda l: np.empty((l.shape[0], 0)), source), "chunks")
         for start in range(int(skip) * int(chunk_size), n, int(chunk_size)):
             yield jax.tree_util.tree_map(lambda l: np.asarray(l[start:start + int(chunk_size)]), source)
@@ -236,15 +236,11 @@ def stream_coreset(model: Model, chunks: Any, size: int, thetas: Array, key: Arr
         raise ValueError(f"thetas: expected shape (J, D) with J >= 1, got {thetas.shape}")
     start = start_from(samples(thetas), key) if construction.needs == "posterior" else None
     solver = _Method(construction, dict(options), model, start)
-    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-        raise ValueError(f"size: must be a positive integer, got {size!r}")
-    size = int(size)
+    size = _validate.check_positive_int(size, "size")
     _validate.check_finite(thetas, "thetas")
     if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike)):
         raise ValueError(f"checkpoint: expected a file path, got {type(checkpoint).__name__}")
-    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, np.integer)) \
-            or checkpoint_every < 1:
-        raise ValueError(f"checkpoint_every: must be a positive integer, got {checkpoint_every!r}")
+    checkpoint_every = _validate.check_positive_int(checkpoint_every, "checkpoint_every")
     if _is_sliceable(chunks):  # the total N is known up front
         total = _validate.num_rows(jax.tree_util.tree_map(lambda l: np.empty((l.shape[0], 0)), chunks), "chunks")
         if size > total:

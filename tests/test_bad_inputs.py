@@ -147,7 +147,7 @@ CASES = [
      r"size: must be at most the stream's N = 200", None),
     ("stream/checkpoint_every_0", lambda: cj.stream_coreset(LOGISTIC, (X, Y), 20, THETAS, KEY, chunk_size=50,
                                                             checkpoint="unused.npz", checkpoint_every=0),
-     r"checkpoint_every: must be a positive integer", None),
+     r"checkpoint_every: expected a positive integer", None),
     # Cases owned by other parts of issue 15.
     ("sample/negative_step_size", lambda: cj.sample(LOGISTIC, (X, Y), KEY, num_samples=10, num_warmup=10,
                                                     num_chains=1, initial_step_size=-1.0),

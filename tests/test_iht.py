@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import coresets_jax as cj
+from coresets_jax.core.rows import top_k
 from coresets_jax.solvers import ops
 
 
@@ -94,8 +95,9 @@ def test_projection_and_float64_top_k():
     rng = np.random.default_rng(0)
     with jax.enable_x64(True):
         v = rng.normal(size=5000)
-        vals, idx = ops.top_k(jnp.asarray(v), 40)  # float32 candidates, float64 choice
+        vals, idx = top_k(jnp.asarray(v), 40)  # float32 candidates, float64 choice
         np.testing.assert_array_equal(np.asarray(idx), np.argsort(-v)[:40])
+        np.testing.assert_array_equal(np.asarray(vals), np.sort(v)[::-1][:40])  # exact float64 values
         assert vals.dtype == jnp.float64
 
 

@@ -82,8 +82,11 @@ SCRIPT = textwrap.dedent(r"""
     u = jax.random.uniform(jax.random.key(4), (50,)) * jnp.sum(w)
     with sharding.data_mesh(xs):
         drawn = jax.jit(cj.core.rows.inverse_cdf)(cj.shard(w), u)
-    out["inverse_cdf_ok"] = bool(np.array_equal(np.asarray(drawn),
-                                                 np.searchsorted(np.cumsum(np.asarray(w)), np.asarray(u), "right")))
+        drawn_cdf = jax.jit(lambda c, u: cj.core.rows.inverse_cdf(c, u, cumulative=True))(
+            cj.shard(jnp.cumsum(w)), u)
+    expected = np.searchsorted(np.cumsum(np.asarray(w)), np.asarray(u), "right")
+    out["inverse_cdf_ok"] = bool(np.array_equal(np.asarray(drawn), expected)
+                                 and np.array_equal(np.asarray(drawn_cdf), expected))
     idx = jnp.array([0, 999, 1000, 3999, 2500])
     @jax.jit
     def ops(x, idx):

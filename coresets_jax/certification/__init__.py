@@ -111,8 +111,8 @@ def certify(model: Model, data: Any, coreset: Any, draws: Any = None, *, chunk_s
     if not isinstance(model, Model):
         raise ValueError(f"model: expected a cj.Model, got {type(model).__name__}")
     _validate.check_choice(precision, PRECISIONS, "precision")
-    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
-        raise ValueError(f"chunk_size: expected a positive integer, got {chunk_size!r}")
+    if chunk_size is not None:
+        chunk_size = _validate.check_positive_int(chunk_size, "chunk_size")
     start = time.perf_counter()
     draws = _as_draws(draws, coreset)
     flat = draws.reshape(-1, draws.shape[-1])

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
-import math
+import functools
 import os
 from typing import Any, Callable, Optional
+
+from ..core import validate as _v
 
 __all__ = ["ConfigError", "SCHEMA", "check_out", "load_config", "validate_config"]
 
@@ -25,34 +27,12 @@ def _methods() -> tuple:
     return tuple(methods())
 
 
-def _positive_int(value, where):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{where}: expected a positive integer, got {value!r}")
-    return value
-
-
-def _non_negative_int(value, where):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"{where}: expected an integer >= 0, got {value!r}")
-    return value
-
-
-def _int(value, where):
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{where}: expected an integer, got {value!r}")
-    return value
-
-
-def _bool(value, where):
-    if not isinstance(value, bool):
-        raise ConfigError(f"{where}: expected true or false, got {value!r}")
-    return value
-
-
-def _positive_float(value, where):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{where}: expected a positive number, got {value!r}")
-    return float(value)
+# The package's option checks (core.validate), raising ConfigError: one line, exit status 2.
+_positive_int = functools.partial(_v.check_positive_int, error=ConfigError)
+_non_negative_int = functools.partial(_v.check_nonneg_int, error=ConfigError)
+_int = functools.partial(_v.check_int, error=ConfigError)
+_bool = functools.partial(_v.check_bool, error=ConfigError)
+_positive_float = functools.partial(_v.check_positive_float, error=ConfigError)
 
 
 def _choice(options: Callable[[], tuple] | tuple):

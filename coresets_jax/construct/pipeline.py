@@ -60,8 +60,7 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
         Warns when k-hat > 0.7.
       **options: the method's options (and `refit`, `compress`, `compress_tol` for vector methods).
     """
-    if certify not in (True, False):
-        raise ValueError(f"certify: expected True or False, got {certify!r}")
+    certify = _validate.check_bool(certify, "certify")
     if certify:
         result = coreset(model, data, size, method, key, norm=norm, num_features=num_features, pi_hat=pi_hat,
                          dtype=dtype, init=init, return_vectors=return_vectors, support=support,
@@ -73,8 +72,7 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
     _validate.check_choice(norm, ("fisher", "l2", "centered"), "norm")
     n = _checks.check_model_data(model, data)
     size = _validate.check_size(size, n)
-    if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < 1:
-        raise ValueError(f"num_features: must be a positive integer, got {num_features!r}")
+    num_features = _validate.check_positive_int(num_features, "num_features")
     support_method = _resolve_support(support, construction)
     if support_rows is not None and support_method is None:
         raise ValueError("support_rows: only a posterior-driven method started from a vector method's coreset "

@@ -16,9 +16,10 @@ from .. import pihat as _pihat
 from .. import progress as _progress
 from ..core import Coreset, Model
 from ..core import checks as _checks
+from ..core import validate as _validate
 from ..core import compiled as _compiled_fns
 from ..registry import Construction, Start, resolve
-from .vectors import _as_key, _check_static_size, _finish
+from .vectors import _as_key, _finish
 
 __all__ = ["compiled_coreset_fn", "coreset_fn", "resolve_pi_hat", "start_from"]
 
@@ -36,7 +37,7 @@ def coreset_fn(model: Model, method: Any, size: int, **options):
     if not isinstance(model, Model):
         raise ValueError(f"model: expected a cj.Model, got {type(model).__name__}")
     construction = resolve(method, needs="posterior")
-    size = _check_static_size(size)
+    size = _validate.check_positive_int(size, "size")
     core = construction.make(model, size, **dict(construction.check_options(options)))
 
     takes_initial = "initial" in inspect.signature(core).parameters

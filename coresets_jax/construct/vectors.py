@@ -44,12 +44,6 @@ def _finish(indices, weights, info, method: str) -> Coreset:
     return Coreset(indices.astype(jnp.int32), weights, info, method)
 
 
-def _check_static_size(size: Any) -> int:
-    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-        raise ValueError(f"size: must be a positive integer, got {size!r}")
-    return int(size)
-
-
 def build_fn(method: Any, size: int, *, refit: bool = False, **options):
     """The pure core of `build`: `(V, key) -> Coreset` for a vector method (jittable, vmappable).
 
@@ -70,9 +64,8 @@ def build_fn(method: Any, size: int, *, refit: bool = False, **options):
     except that size <= N, a static fact of V's shape.
     """
     construction = resolve(method, needs="vectors")
-    size = _check_static_size(size)
-    if refit not in (True, False):
-        raise ValueError(f"refit: expected True or False, got {refit!r}")
+    size = _validate.check_positive_int(size, "size")
+    refit = _validate.check_bool(refit, "refit")
     solver = construction.make(size, **dict(construction.check_options(options)))
 
     def solve(V: jax.Array, key: jax.Array) -> Coreset:
@@ -188,9 +181,7 @@ def _build(V, stats, size, construction, key, compress, compress_tol, options) -
     key = _key_for(construction, key)
     if not bool(stats[2]):
         raise ValueError("V: every row is zero, so there is nothing to approximate")
-    refit = options.pop("refit", False)
-    if refit not in (True, False):
-        raise ValueError(f"refit: expected True or False, got {refit!r}")
+    refit = _validate.check_bool(options.pop("refit", False), "refit")
     opts = construction.check_options(options)
     start = time.perf_counter()
     with _sharding.data_mesh(V):  # a sharded V is factored where it lives (compress.py): never gathered

@@ -67,7 +67,21 @@ def top_k(x: Array, k: int) -> tuple[Array, Array]:
 
     Under a data mesh: a local top-k on each device (k capped at the local length), an all-gather of the D*k
     candidates with their global indices, then the top k of those. The result is the global top-k.
+
+    float64 top_k is ~150x slower than float32 on CPU (notes.md), so for float64 x with 2k < N this takes 2k
+    float32 candidates and chooses the top k among them in float64 (the candidates gathered with
+    `take_rows`, so a sharded x is never all-gathered). Ties closer than float32 resolution may be ordered
+    differently.
     """
+    if x.dtype == jnp.float64 and 2 * k < x.shape[0]:
+        _, cand = _top_k(x.astype(jnp.float32), 2 * k)
+        vals, pos = jax.lax.top_k(take_rows(x, cand), k)
+        return vals, cand[pos]
+    return _top_k(x, k)
+
+
+def _top_k(x: Array, k: int) -> tuple[Array, Array]:
+    """The mesh-aware top-k in x's own dtype (`top_k`)."""
     axes = _current_axes(x.shape[0])
     if axes is None:
         return jax.lax.top_k(x, k)
@@ -84,9 +98,12 @@ def top_k(x: Array, k: int) -> tuple[Array, Array]:
     return jax.shard_map(local, in_specs=P(axes), out_specs=(P(), P()), check_vma=False)(x)
 
 
-def inverse_cdf(weights: Array, u: Array) -> Array:
+def inverse_cdf(weights: Array, u: Array, *, cumulative: bool = False) -> Array:
     """For each u, the number of entries of cumsum(weights) that are <= u: the row an inverse-CDF draw with
     uniform u * sum(weights) lands on (`searchsorted(cumsum(w), u, side="right")`).
+
+    `cumulative=True`: `weights` is cumsum(w) already, so a caller that draws many times from the same w
+    pays the O(N) cumsum once and each call only the O(len(u) log N) searches.
 
     Under a data mesh: each device scans its own rows offset by the totals of the devices before it (an
     all-gather of one float per device), counts locally, and a `psum` of the counts gives the global answer;
@@ -94,9 +111,11 @@ def inverse_cdf(weights: Array, u: Array) -> Array:
     """
     axes = _current_axes(weights.shape[0])
     if axes is None:
-        return jnp.searchsorted(jnp.cumsum(weights), u, side="right")
+        return jnp.searchsorted(weights if cumulative else jnp.cumsum(weights), u, side="right")
 
     def local(wl, u):
+        if cumulative:  # a global cumsum split along N: each device counts its own entries <= u
+            return jax.lax.psum(jnp.searchsorted(wl, u, side="right"), axes)
         cdf = jnp.cumsum(wl)
         totals = jax.lax.all_gather(cdf[-1], axes, tiled=False)
         offset = jnp.sum(jnp.where(jnp.arange(totals.shape[0]) < jax.lax.axis_index(axes), totals, 0.0))

@@ -1,4 +1,5 @@
-"""The Metropolis–Hastings accept/reject step shared by the MALA and RWMH kernels."""
+"""The pieces the MALA and RWMH kernels share: the preconditioned Gaussian proposal noise and the
+Metropolis–Hastings accept/reject step."""
 
 from __future__ import annotations
 
@@ -16,3 +17,13 @@ def accept_reject(rng_key, log_ratio, proposal, state):
     accepted = jnp.log(jax.random.uniform(rng_key, dtype=log_ratio.dtype)) < log_ratio
     new = jax.tree_util.tree_map(lambda a, b: jnp.where(accepted, a, b), proposal, state)
     return new, accept_prob, accepted
+
+
+def gaussian_noise(rng_key, position, step_size, chol):
+    """Split `rng_key` and draw the proposal noise step_size * L z, z ~ N(0, I), for the preconditioner's
+    Cholesky factor L (identity when `chol` is None). Returns (accept key, L, noise)."""
+    if chol is None:
+        chol = jnp.eye(position.shape[0], dtype=position.dtype)
+    k_prop, k_acc = jax.random.split(rng_key)
+    z = jax.random.normal(k_prop, position.shape, position.dtype)
+    return k_acc, chol, step_size * (chol @ z)

@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import progress as _progress
 from ..core import Model, weighted_log_density
+from ..core.validate import check_int
 from . import kernels as _kernels
 from .kernels import Tuning
 from .warmup import adapter_for as warmup_adapter_for
@@ -238,8 +239,7 @@ def sample_fn(model: Model, method: str = "nuts", *, num_samples: int, num_warmu
     settings = _kernels.check_settings(method, settings)
     for name, value, low in (("num_samples", num_samples, 1), ("num_warmup", num_warmup, 0),
                              ("num_chains", num_chains, 1), ("thin", thin, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{name}: must be an integer >= {low}, got {value!r}")
+        check_int(value, name, low)
 
     def run(key, rows: Any, weights, init_positions, init_cov):
         if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):

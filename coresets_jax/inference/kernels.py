@@ -31,6 +31,8 @@ import jax
 import jax.numpy as jnp
 from blackjax.base import SamplingAlgorithm, build_sampling_algorithm
 
+from ..core.validate import check_float, check_positive_float, check_positive_int
+
 from . import mala as _mala
 from . import rwmh as _rwmh
 from . import slice as _slice
@@ -138,18 +140,6 @@ def register_kernel(name: str, spec: KernelSpec) -> KernelSpec:
     return spec
 
 
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name}: must be a positive integer, got {value!r}")
-    return value
-
-
-def _positive_number(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name}: must be a positive finite number, got {value!r}")
-    return float(value)
-
-
 def _check_values(spec: KernelSpec, settings: dict) -> dict:
     """The checks of a full settings dict that the spec declares: plain scalars, `target_accept` in (0, 1)
     for a kernel that adapts its scale, a positive (or None) `scale_setting`, and the spec's own `check`."""
@@ -157,31 +147,27 @@ def _check_values(spec: KernelSpec, settings: dict) -> dict:
         if isinstance(value, (list, dict, jax.Array)) or hasattr(value, "__array__"):
             raise ValueError(f"{name}: settings must be plain Python scalars, got {type(value).__name__}")
     if spec.adapts_step_size:
-        target = settings["target_accept"]
-        if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0.0 < target < 1.0:
-            raise ValueError(f"target_accept: must lie in (0, 1), got {target!r}")
+        check_float(settings["target_accept"], "target_accept", 0, 1, open_low=True, open_high=True)
     if spec.scale_setting is not None and settings[spec.scale_setting] is not None:
-        _positive_number(settings[spec.scale_setting], spec.scale_setting)
+        check_positive_float(settings[spec.scale_setting], spec.scale_setting)
     if spec.check is not None:
         spec.check(settings)
     return settings
 
 
 def _check_nuts(settings: dict) -> None:
-    _positive_int(settings["max_num_doublings"], "max_num_doublings")
+    check_positive_int(settings["max_num_doublings"], "max_num_doublings")
 
 
 def _check_hmc(settings: dict) -> None:
-    _positive_int(settings["num_integration_steps"], "num_integration_steps")
-    jitter = settings["step_jitter"]
-    if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or not 0.0 <= jitter < 1.0:
-        raise ValueError(f"step_jitter: must lie in [0, 1), got {jitter!r}")
+    check_positive_int(settings["num_integration_steps"], "num_integration_steps")
+    check_float(settings["step_jitter"], "step_jitter", 0, 1, open_high=True)
 
 
 def _check_slice(settings: dict) -> None:
     for name in ("passes", "max_expansions", "max_shrinkage"):
-        _positive_int(settings[name], name)
-    _positive_number(settings["width"], "width")
+        check_positive_int(settings[name], name)
+    check_positive_float(settings["width"], "width")
 
 
 def _build_slice(logdensity_fn, tuning: Tuning, settings: dict) -> SamplingAlgorithm:

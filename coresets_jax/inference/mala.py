@@ -18,7 +18,7 @@ import jax.numpy as jnp
 
 from blackjax.base import SamplingAlgorithm, build_sampling_algorithm
 
-from ._metropolis import accept_reject
+from ._metropolis import accept_reject, gaussian_noise
 
 __all__ = ["MALAState", "MALAInfo", "init", "build_kernel", "mala"]
 
@@ -58,12 +58,9 @@ def build_kernel() -> Callable:
     """Returns `one_step(rng_key, state, logdensity_fn, step_size, chol) -> (MALAState, MALAInfo)`."""
 
     def one_step(rng_key, state: MALAState, logdensity_fn: Callable, step_size, chol):
-        if chol is None:
-            chol = jnp.eye(state.position.shape[0], dtype=state.position.dtype)
-        k_prop, k_acc = jax.random.split(rng_key)
-        z = jax.random.normal(k_prop, state.position.shape, state.position.dtype)
+        k_acc, chol, noise = gaussian_noise(rng_key, state.position, step_size, chol)
         drift = 0.5 * step_size**2 * (chol @ (chol.T @ state.logdensity_grad))
-        proposal = init(state.position + drift + step_size * (chol @ z), logdensity_fn)
+        proposal = init(state.position + drift + noise, logdensity_fn)
         delta = (proposal.logdensity - state.logdensity
                  + _log_proposal(state.position, proposal, step_size, chol)
                  - _log_proposal(proposal.position, state, step_size, chol))

@@ -12,11 +12,10 @@ from __future__ import annotations
 from typing import Callable, NamedTuple, Optional
 
 import jax
-import jax.numpy as jnp
 
 from blackjax.base import SamplingAlgorithm, build_sampling_algorithm
 
-from ._metropolis import accept_reject
+from ._metropolis import accept_reject, gaussian_noise
 
 __all__ = ["RWMHState", "RWMHInfo", "init", "build_kernel", "rwmh"]
 
@@ -43,11 +42,8 @@ def build_kernel() -> Callable:
     """Returns `one_step(rng_key, state, logdensity_fn, step_size, chol) -> (RWMHState, RWMHInfo)`."""
 
     def one_step(rng_key, state: RWMHState, logdensity_fn: Callable, step_size, chol):
-        if chol is None:
-            chol = jnp.eye(state.position.shape[0], dtype=state.position.dtype)
-        k_prop, k_acc = jax.random.split(rng_key)
-        z = jax.random.normal(k_prop, state.position.shape, state.position.dtype)
-        proposal = init(state.position + step_size * (chol @ z), logdensity_fn)
+        k_acc, _, noise = gaussian_noise(rng_key, state.position, step_size, chol)
+        proposal = init(state.position + noise, logdensity_fn)
         delta = proposal.logdensity - state.logdensity
         new, accept_prob, accepted = accept_reject(k_acc, delta, proposal, state)
         return new, RWMHInfo(accept_prob, accepted)

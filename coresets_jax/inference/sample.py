@@ -100,14 +100,6 @@ def _compiled_init(model: Model, num_chains: int, given: bool, fast: bool):
     return fast_jit(init) if fast else jax.jit(init)
 
 
-def _check_count(value, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name}: expected an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name}: must be at least {minimum}, got {value}")
-    return int(value)
-
-
 def _initial_theta(model, rows, num_chains, init):
     """(theta, given): the validated `init` as (num_chains, D), or the model's starting theta (D,)."""
     if init is not None:
@@ -166,17 +158,16 @@ def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str
     """
     if not isinstance(model, Model):
         raise ValueError(f"model: expected a cj.Model, got {type(model).__name__}")
-    if certify not in (True, False):
-        raise ValueError(f"certify: expected True or False, got {certify!r}")
+    certify = _validate.check_bool(certify, "certify")
     if certify and weights is None:
         raise ValueError("certify: needs a coreset as weights; full-data draws need no certificate")
     n = _checks.check_model_data(model, data)
     key = _validate.check_key(key)
     _validate.check_choice(method, tuple(_kernels.KERNELS), "method")
-    num_samples = _check_count(num_samples, "num_samples", 1)
-    num_warmup = _check_count(num_warmup, "num_warmup", 0)
-    num_chains = _check_count(num_chains, "num_chains", 1)
-    thin = _check_count(thin, "thin", 1)
+    num_samples = _validate.check_positive_int(num_samples, "num_samples")
+    num_warmup = _validate.check_nonneg_int(num_warmup, "num_warmup")
+    num_chains = _validate.check_positive_int(num_chains, "num_chains")
+    thin = _validate.check_positive_int(thin, "thin")
     _kernels.check_settings(method, settings)  # an unknown or impossible setting raises ValueError here
 
     rows, w = _validate.weighted_rows(data, n, weights)

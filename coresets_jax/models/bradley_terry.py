@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core.model import Model
+from ..core.validate import check_int
 from .glm import gaussian_log_prior
 
 __all__ = ["bradley_terry", "check_games"]
@@ -51,8 +52,7 @@ def check_games(data, num_players: int, model_name: str = "bradley_terry", name:
 
 def bradley_terry(num_players: int, prior_scale: float = 1.0, scale: float = 1.0) -> Model:
     """L_n(theta) = log sigmoid(s_n (theta_{a_n} - theta_{b_n}) / scale); pi_0 = N(0, prior_scale^2 I)."""
-    if isinstance(num_players, bool) or not isinstance(num_players, (int, np.integer)) or num_players < 2:
-        raise ValueError(f"num_players: must be an integer >= 2, got {num_players!r}")
+    num_players = check_int(num_players, "num_players", 2)
     for label, value in (("prior_scale", prior_scale), ("scale", scale)):
         if not value > 0:
             raise ValueError(f"{label}: must be positive, got {value!r}")

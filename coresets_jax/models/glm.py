@@ -42,6 +42,20 @@ def _zeros_init(data):
     return np.zeros(X.shape[-1], dtype=jnp.result_type(X, jnp.float32))
 
 
+def _glm(name: str, response: str, prior_scale: float, log_likelihood, grad_log_likelihood) -> Model:
+    """A GLM on data (X, y) with the papers' N(0, prior_scale^2 I) prior, a zero start, and its data spec
+    (y `response`: "binary" or "count")."""
+    model = Model(
+        log_likelihood=log_likelihood,
+        log_prior=gaussian_log_prior(prior_scale),
+        grad_log_likelihood=grad_log_likelihood,
+        init_params=_zeros_init,
+        sample_prior=_gaussian_prior_sampler(prior_scale, lambda data: data[0].shape[-1]),
+        name=name,
+    )
+    return _checks.register(model, _checks.DataSpec("xy", response))
+
+
 def _plus_minus(y, dtype):
     """Labels in {0, 1} (NumPyro's, scikit-learn's) read as {-1, +1}: y' = 2y - 1 on {0, 1}.
 
@@ -71,15 +85,7 @@ def logistic_regression(prior_scale: float = 1.0) -> Model:
         s = _plus_minus(y, eta.dtype)
         return (s * jax.nn.sigmoid(-s * eta))[..., None] * x
 
-    model = Model(
-        log_likelihood=log_likelihood,
-        log_prior=gaussian_log_prior(prior_scale),
-        grad_log_likelihood=grad_log_likelihood,
-        init_params=_zeros_init,
-        sample_prior=_gaussian_prior_sampler(prior_scale, lambda data: data[0].shape[-1]),
-        name="logistic_regression",
-    )
-    return _checks.register(model, _checks.DataSpec("xy", "binary"))
+    return _glm("logistic_regression", "binary", prior_scale, log_likelihood, grad_log_likelihood)
 
 
 def poisson_regression(prior_scale: float = 1.0) -> Model:
@@ -105,12 +111,4 @@ def poisson_regression(prior_scale: float = 1.0) -> Model:
         dlog_rate = jnp.where(eta < -30.0, 1.0, jax.nn.sigmoid(eta) / rate)
         return (y * dlog_rate - jax.nn.sigmoid(eta))[..., None] * x
 
-    model = Model(
-        log_likelihood=log_likelihood,
-        log_prior=gaussian_log_prior(prior_scale),
-        grad_log_likelihood=grad_log_likelihood,
-        init_params=_zeros_init,
-        sample_prior=_gaussian_prior_sampler(prior_scale, lambda data: data[0].shape[-1]),
-        name="poisson_regression",
-    )
-    return _checks.register(model, _checks.DataSpec("xy", "count"))
+    return _glm("poisson_regression", "count", prior_scale, log_likelihood, grad_log_likelihood)

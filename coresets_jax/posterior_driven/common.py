@@ -26,6 +26,8 @@ import jax
 import jax.numpy as jnp
 
 from ..core import Model, log_likelihoods, take_data, top_k, weighted_sum
+from ..core.rows import inverse_cdf
+from ..core import validate as _validate
 from ..inference import kernels as _kernels
 from ..inference.driver import init_chains
 from ..inference.warmup import warmup
@@ -67,7 +69,7 @@ def subsampler(data_weights: Array, num: int, dtype):
 
     def draw(key):
         v = jax.random.uniform(key, (num,), dtype) * total
-        idx = jnp.searchsorted(cdf, v, side="right")
+        idx = inverse_cdf(cdf, v, cumulative=True)
         return jnp.minimum(idx, n - 1).astype(jnp.int32), row_weights
 
     return draw
@@ -160,29 +162,14 @@ def start_chains(key: Array, kernel: str, logdensity_fn, start, num_chains: int,
     return states, tuning
 
 
+# The option checks the methods import from here are the package's one set (core.validate).
+check_bool, check_fraction = _validate.check_bool, _validate.check_fraction
+check_positive = _validate.check_positive_float
+
+
 def check_count(value, name: str, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name}: must be an integer >= {low}, got {value!r}")
-    return value
-
-
-def check_positive(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{name}: must be a positive number, got {value!r}")
-    return float(value)
-
-
-def check_fraction(value, name: str) -> float:
-    """A number in (0, 1]."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise ValueError(f"{name}: must be a number in (0, 1], got {value!r}")
-    return float(value)
-
-
-def check_bool(value, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name}: must be True or False, got {value!r}")
-    return value
+    """An integer >= low (`core.validate.check_int`)."""
+    return _validate.check_int(value, name, low)
 
 
 def check_kernel(kernel, kernel_settings=()) -> dict:

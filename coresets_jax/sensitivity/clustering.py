@@ -91,8 +91,7 @@ def kmeans(Z: Any, k: int, key: Array, *, subsample: Optional[int] = None, itera
     """
     Z = _validate.check_matrix(Z, "Z")
     n = Z.shape[0]
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
-        raise ValueError(f"k: must be an integer in [1, N = {n}], got {k!r}")
+    k = _validate.check_int(k, "k", 1, n)
     key = _validate.check_key(key)
     subsample = default_subsample(n, k) if subsample is None else int(min(n, max(k, subsample)))
     return kmeans_fn(k, subsample, int(iterations))(key, Z)

@@ -187,10 +187,8 @@ def sensitivity_construction(model, size: int, k: int = 6, a: float = 3.0, cente
     if getattr(model, "name", None) != "logistic_regression":
         raise ValueError(f"model: the sensitivity construction bounds logistic regression's sensitivities (LR "
                          f"Lemma 3.1); got model {getattr(model, 'name', model)!r}; use cj.models.logistic_regression()")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k: must be a positive integer, got {k!r}")
-    if not (isinstance(a, (int, float)) and not isinstance(a, bool) and a > 0):
-        raise ValueError(f"a: must be positive, got {a!r}")
+    k = _validate.check_positive_int(k, "k")
+    a = _validate.check_positive_float(a, "a")
     _validate.check_choice(centers, CENTERS, "centers")
 
     def solve(key, data, data_weights, start):

@@ -41,8 +41,7 @@ def sensitivity_sample(sensitivity: Any, size: int, key: Array, method: str = "s
     _validate.check_finite(sensitivity, "sensitivity")
     if bool(jnp.any(sensitivity < 0)) or not bool(jnp.any(sensitivity > 0)):
         raise ValueError("sensitivity: must be non-negative with at least one positive entry")
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"size: must be a positive integer, got {size!r}")
+    size = _validate.check_positive_int(size, "size")
     sensitivity = sensitivity.astype(jnp.promote_types(sensitivity.dtype, jnp.float32))
     indices, weights = _sample(_validate.check_key(key), sensitivity, int(size))
     return Coreset(indices, weights, {}, method)

@@ -24,6 +24,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ..core.validate import check_nonneg_int
 from .base import (Problem, Solver, Support, masked_argmax, matvec, support_add, support_empty,
                    support_scale, take_rows)
 
@@ -65,8 +66,7 @@ def frank_wolfe(size: int, step_rule: str = "line_search", cache_mb: int = 0) ->
     """HC Algorithm 2 with M = size iterations; cache_mb > 0 enables the Gram-column cache (docstring)."""
     if step_rule not in STEP_RULES:
         raise ValueError(f"step_rule: unknown value {step_rule!r}; expected one of {list(STEP_RULES)}")
-    if isinstance(cache_mb, bool) or not isinstance(cache_mb, int) or cache_mb < 0:
-        raise ValueError(f"cache_mb: must be a non-negative integer, got {cache_mb!r}")
+    cache_mb = check_nonneg_int(cache_mb, "cache_mb")
 
     def capacity(problem: Problem) -> int:
         return int(min(size, (cache_mb << 20) // (4 * problem.V.shape[0])))

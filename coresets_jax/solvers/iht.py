@@ -85,10 +85,10 @@ import jax
 import jax.numpy as jnp
 
 from ..core import validate as _validate
-from .base import Problem, Solver, matvec, run, take_rows
+from .base import Problem, Solver, matvec, run, take_rows, top_k
 from .giga import giga
 from .ops import combination, line_search, project_simplex, project_sparse_nonneg, refit_support, \
-    scatter_dense, top_k, unique_mask
+    scatter_dense, unique_mask
 
 __all__ = ["iht", "iht2", "IHTState"]
 
@@ -131,10 +131,8 @@ def _check(size: int, max_iter: int, tol: float, init: str, debias, simplex: boo
         _validate.check_choice(debias, DEBIAS, "debias")
         if debias == "nnls" and simplex:
             raise ValueError("debias: 'nnls' does not keep sum(w) = N; use debias='step' with simplex=True")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
-        raise ValueError(f"max_iter: must be a positive integer, got {max_iter!r}")
-    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol >= 0:
-        raise ValueError(f"tol: must be a non-negative number, got {tol!r}")
+    _validate.check_positive_int(max_iter, "max_iter")
+    _validate.check_nonneg_float(tol, "tol")
 
 
 def _lanes(init: str, debias: Optional[str], simplex: bool) -> tuple[tuple[str, Optional[str]], ...]:
@@ -152,8 +150,7 @@ def _lanes(init: str, debias: Optional[str], simplex: bool) -> tuple[tuple[str, 
 def _aiht(size: int, max_iter: int, tol: float, simplex: bool, debias: Optional[str], init: str,
           swap: bool = False) -> Solver:
     _check(size, max_iter, tol, init, debias, simplex)
-    if swap not in (True, False):
-        raise ValueError(f"swap: expected True or False, got {swap!r}")
+    swap = _validate.check_bool(swap, "swap")
     k = size
     lanes = _lanes(init, debias, simplex)
     rules = tuple(dict.fromkeys(rule for _, rule in lanes))

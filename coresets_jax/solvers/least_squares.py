@@ -131,6 +131,12 @@ def active_set_nnls(columns: Array, y: Array, x: Array, f: QR) -> tuple[Array, A
     with x > 0 and least-squares optimal on its support. Returns (x, keep, QR): `x` and `keep` in the input's
     slot order, and the QR of the kept columns compacted to the front in the same (stable) order, so callers
     compact their own slots with `argsort(~keep, stable=True)`.
+
+    Why a second NNLS beside `ops.nnls_gram`: this one works on the columns (condition number kappa, not
+    the Gram's kappa^2, which makes Fisher features hopeless there) and is exact, but it is only the inner
+    loop: a coordinate it drops does not come back, so alone it does not solve an NNLS on a fixed support.
+    OMP supplies the outer loop (its selection) and the growing QR; `nnls_gram` serves the fixed-support
+    refits.
     """
     k = x.shape[0]
 

@@ -33,6 +33,7 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
+from ..core.validate import check_bool, check_nonneg_float, check_positive_int
 from .base import Problem, Solver, Support, matvec, support_empty, take_rows
 from .least_squares import QR, active_set_nnls, qr_append, qr_empty
 from .ops import nnls_gram
@@ -95,13 +96,10 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
     exact_nnls=False: accelerated projected gradient on the support Gram (`ops.nnls_gram`) with nnls_max_iter
     and nnls_tol (None: by dtype, `nnls_default_tol`), the previous default (module docstring).
     """
-    if exact_nnls not in (True, False):
-        raise ValueError(f"exact_nnls: expected True or False, got {exact_nnls!r}")
-    if isinstance(nnls_max_iter, bool) or not isinstance(nnls_max_iter, int) or nnls_max_iter < 1:
-        raise ValueError(f"nnls_max_iter: must be a positive integer, got {nnls_max_iter!r}")
-    if nnls_tol is not None and (isinstance(nnls_tol, bool) or not isinstance(nnls_tol, (int, float))
-                                 or not nnls_tol >= 0):
-        raise ValueError(f"nnls_tol: must be a non-negative number or None, got {nnls_tol!r}")
+    exact_nnls = check_bool(exact_nnls, "exact_nnls")
+    nnls_max_iter = check_positive_int(nnls_max_iter, "nnls_max_iter")
+    if nnls_tol is not None:
+        nnls_tol = check_nonneg_float(nnls_tol, "nnls_tol")
 
     def init(problem: Problem, key: jax.Array) -> OMPState:
         del key  # deterministic

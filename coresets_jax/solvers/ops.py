@@ -1,4 +1,4 @@
-"""Pieces the sparse solvers share: top-k, projection onto the k-sparse non-negative set (and the sparse
+"""Pieces the sparse solvers share: projection onto the k-sparse non-negative set (and the sparse
 simplex), the exact line search of a quadratic, and non-negative least squares on a small Gram matrix.
 
 All functions are pure and traceable; shapes are static (k, capacities) and inputs are assumed valid.
@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from ..core import rows as _rows
+from ..core.rows import top_k
 from .base import Problem
 
 __all__ = [
@@ -23,26 +24,10 @@ __all__ = [
     "project_sparse_nonneg",
     "refit_support",
     "scatter_dense",
-    "top_k",
     "unique_mask",
 ]
 
 Array = jax.Array
-
-
-def top_k(x: Array, k: int) -> tuple[Array, Array]:
-    """`core.rows.top_k` (mesh-aware) that stays fast for float64 on CPU.
-
-    float64 top_k is ~150x slower than float32 on CPU (notes.md), so take 2k float32 candidates and choose
-    the top k among them in float64 (the candidates gathered with `take_rows`, so a sharded x is never
-    all-gathered). Ties closer than float32 resolution may be ordered differently.
-    """
-    n = x.shape[-1]
-    if x.dtype != jnp.float64 or 2 * k >= n:
-        return _rows.top_k(x, k)
-    _, cand = _rows.top_k(x.astype(jnp.float32), 2 * k)
-    vals, pos = jax.lax.top_k(_rows.take_rows(x, cand), k)
-    return vals, cand[pos]
 
 
 def project_simplex(v: Array, total, mask: Optional[Array] = None) -> Array:
@@ -122,9 +107,15 @@ def nnls_gram(G: Array, b: Array, x0: Array, mask: Array, max_iter: int = 500,
 
     Jacobi-scaled accelerated projected gradient (FISTA) with step 1/L, L from a power iteration (capped
     by the Gershgorin bound), and gradient-based restart (O'Donoghue & Candès 2015); warm-started from x0.
-    Falls back to x0 if the result is worse, so the objective never rises above that of x0. Stops when the projected gradient is below
-    tol * max|b| or after max_iter iterations. Robust to singular G (its objective still converges), which
-    the support Gram of nearly low-rank vectors often is.
+    Falls back to x0 if the result is worse, so the objective never rises above that of x0. Stops when the
+    projected gradient is below tol * max|b| or after max_iter iterations. Robust to singular G (its
+    objective still converges), which the support Gram of nearly low-rank vectors often is.
+
+    Why a second NNLS beside `least_squares.active_set_nnls`: that one is only Lawson-Hanson's inner loop (it
+    drops columns, never adds one) on a QR that OMP grows one column per step, so it needs OMP's selection
+    as its outer loop. Here the support is fixed and given at once (IHT's debias, `refit_support`, OMP with
+    exact_nnls=False), any coordinate may turn on or off, and the warm start bounds the cost; OMP also calls
+    it with max_iter=0 for the KKT gap alone.
     """
     dtype = G.dtype
     m = mask.astype(dtype)

@@ -56,9 +56,7 @@ def refit(V: Any, coreset: Coreset, *, max_iter: int = 1000, tol: float = 1e-6) 
     indices = jnp.asarray(coreset.indices)
     if indices.size and (int(jnp.min(indices)) < 0 or int(jnp.max(indices)) >= V.shape[0]):
         raise ValueError(f"coreset: indices must lie in [0, N = {V.shape[0]}) of V")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
-        raise ValueError(f"max_iter: must be a positive integer, got {max_iter!r}")
-    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol >= 0:
-        raise ValueError(f"tol: must be a non-negative number, got {tol!r}")
+    max_iter = _validate.check_positive_int(max_iter, "max_iter")
+    tol = _validate.check_nonneg_float(tol, "tol")
     weights, info = refit_arrays(V, indices, jnp.asarray(coreset.weights), max_iter, tol)
     return Coreset(indices, weights, dict(coreset.info, **info), coreset.method)
