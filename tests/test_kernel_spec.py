@@ -35,7 +35,7 @@ def test_the_scale_setting_is_the_one_the_spec_names(toy):
     toy(defaults={"target_accept": 0.5, "scale": 2.0, "width": 7.0}, scale_setting="scale")
     settings = check_settings("toy_kernel", {})
     assert initial_step_size("toy_kernel", settings, 4) == 2.0  # not `width`, not `initial_step_size`
-    with pytest.raises(ValueError, match="scale: must be a positive"):
+    with pytest.raises(ValueError, match="scale: expected a positive number"):
         check_settings("toy_kernel", {"scale": 0.0})
     with pytest.raises(ValueError, match="target_accept"):
         check_settings("toy_kernel", {"target_accept": 1.0})
