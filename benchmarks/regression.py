@@ -117,6 +117,9 @@ def run(trials, Ms, names, J, num_samples, num_warmup, full_runs, w1_points, sav
             print(f"  {name}: file not found, skipped", flush=True)
             continue
         cases[name] = (kind, ds)
+    if not cases:
+        raise FileNotFoundError(f"none of the data sets {[n for n, _ in names]} was found under {common.DATA_DIR} "
+                                "(set CORESETS_DATA to the folder holding the .npz files)")
     n_pad = max(int(ds.X.shape[0]) for _, ds in cases.values())
     res = {"N_padded": n_pad, "J": J, "M": list(Ms), "mcmc": {"method": "rwmh", "num_samples": num_samples,
            "num_warmup": num_warmup, "paper": "100,000 steps, 50,000 warm-up, thinning 5"},

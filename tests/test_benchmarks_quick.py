@@ -78,6 +78,10 @@ def test_iht_quick(tmp_path):
 
 @pytest.mark.slow
 def test_regression_quick(tmp_path):
+    sys.path.insert(0, BENCH)
+    import common
+    if common.data_path("phishing.npz") is None:  # the quick run uses the real phishing set (shared/data)
+        pytest.skip(f"phishing.npz not found under {common.DATA_DIR} (set CORESETS_DATA)")
     _check("regression", tmp_path, ["datasets", "M"])
 
 
