@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..core import Model, log_likelihoods, take_data, top_k, weighted_sum
+from ..core import Model, log_likelihoods, take_data, top_k, weighted_log_density, weighted_sum
 from ..core.rows import inverse_cdf
 from ..core import validate as _validate
 from ..inference import kernels as _kernels
@@ -160,6 +160,41 @@ def start_chains(key: Array, kernel: str, logdensity_fn, start, num_chains: int,
     # Re-initialise through the driver so the states have the kernel's own layout for `step_chains`.
     states = init_chains(kernel, logdensity_fn, states.position, tuning, settings)
     return states, tuning
+
+
+class Setup(NamedTuple):
+    """What Coreset MCMC and quasi-Newton build before their first step: the coreset (indices, w0, live),
+    its rows, the full-data estimate T, the rows' relative log-likelihoods, and warmed-up chains at pi_w0."""
+
+    indices: Array
+    w0: Array
+    live: Array
+    rows: Any
+    estimate: Any
+    lls: Any
+    chains: Any
+    tuning: Any
+
+
+def set_up(keys: tuple, model: Model, data: Any, data_weights: Array, start: Start, initial, *, size: int,
+           rows_per_estimate: int, control_variate: bool, hot_start: bool, kernel: str, num_chains: int,
+           num_warmup: int, settings: dict, dtype) -> Setup:
+    """The common start of both methods: the initial coreset (M rows drawn in proportion to u, or `initial`),
+    the estimate of sum_n u_n L_n from `rows_per_estimate` rows, and K chains warmed up on pi_w0 from its own
+    Laplace fit (`hot_start`) or from pi_hat's `start`. `keys` = (for the coreset draw, for the chains)."""
+    k_core, k_chains = keys
+    if initial is None:
+        indices, w0 = initial_coreset(k_core, data_weights, size, dtype)
+    else:
+        indices, w0 = initial[0].astype(jnp.int32), initial[1].astype(dtype)
+    rows = take_data(data, indices)
+    estimate = full_data_estimator(model, data, data_weights, rows_per_estimate, start.mean, dtype,
+                                   control_variate)
+    chain_start = coreset_start(model, rows, w0, start) if hot_start else start
+    chains, tuning = start_chains(k_chains, kernel, weighted_log_density(model, rows, w0), chain_start,
+                                  num_chains, num_warmup, settings)
+    return Setup(indices, w0, w0 > 0, rows, estimate, relative_lls(model, rows, start.mean, dtype), chains,
+                 tuning)
 
 
 # The option checks the methods import from here are the package's one set (core.validate).

@@ -60,12 +60,11 @@ import jax.numpy as jnp
 import optax
 
 from .. import progress as _progress
-from ..core import Model, take_data, weighted_log_density
+from ..core import Model, weighted_log_density
 from ..inference import kernels as _kernels
 from ..inference.driver import init_chains, step_chains
-from .common import (check_bool, check_count, check_fraction, check_kernel, check_positive, coreset_start,
-                     default_subsample, full_data_estimator, initial_coreset, kl_estimate, relative_lls,
-                     run_until_stationary, start_chains)
+from .common import (check_bool, check_count, check_fraction, check_kernel, check_positive, default_subsample,
+                     kl_estimate, run_until_stationary, set_up)
 from .compare import Z, better, paired_kl_difference
 from .gradient import kl_gradient, kl_gradient_from_target
 from .natural import (Preconditioner, effective_dimension, natural_direction, push_history,
@@ -192,21 +191,12 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
     def solve(key, data, data_weights, start, initial=None):
         dtype = jnp.result_type(start.mean.dtype, jnp.float32)
         k_core, k_chains, k_hot, k_loop, k_draws = jax.random.split(key, 5)
-        if initial is None:
-            indices, w0 = initial_coreset(k_core, data_weights, size, dtype)
-        else:
-            indices, w0 = initial[0].astype(jnp.int32), initial[1].astype(dtype)
-        rows = take_data(data, indices)
-        live = w0 > 0
-        d = start.mean.shape[0]
         rows_per_estimate = default_subsample(subsample, size, data_weights.shape[0], per_step=True)
-        estimate = full_data_estimator(model, data, data_weights, rows_per_estimate, start.mean, dtype,
-                                       control_variate)
-        lls = relative_lls(model, rows, start.mean, dtype)
-
-        chain_start = coreset_start(model, rows, w0, start) if hot_start else start
-        chains, tuning = start_chains(k_chains, kernel, weighted_log_density(model, rows, w0), chain_start,
-                                      num_chains, num_warmup, settings)
+        indices, w0, live, rows, estimate, lls, chains, tuning = set_up(
+            (k_core, k_chains), model, data, data_weights, start, initial, size=size,
+            rows_per_estimate=rows_per_estimate, control_variate=control_variate, hot_start=hot_start,
+            kernel=kernel, num_chains=num_chains, num_warmup=num_warmup, settings=settings, dtype=dtype)
+        d = start.mean.shape[0]
 
         # ---- hot start at w_0 (hot-dog.md §2.1), recording the states for the preconditioner
         m = w0.shape[0]
