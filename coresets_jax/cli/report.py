@@ -94,8 +94,9 @@ ERROR_NOTE = ("error = ||sum_n v_n - V^T w|| / ||sum_n v_n||, the relative error
 
 CERTIFY_NOTE = ("khat, KL est. = cj.certify from one {method} chain of {num_samples} draws on each coreset and one "
                 "pass over the data: PSIS k-hat and the "
-                "estimate of KL(coreset posterior || full posterior) in nats, no full-data MCMC needed; ! marks k-hat >= 0.7 "
-                "(unreliable) or KL >= 0.5 (poor).")
+                "estimate of KL(coreset posterior || full posterior) in nats, no full-data MCMC needed; ! marks the verdict "
+                "unreliable (k-hat >= 0.7 with importance ratios spread over more than a factor of 2) or poor "
+                "(KL >= 0.5).")
 
 
 def format_table(report: dict) -> str:
