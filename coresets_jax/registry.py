@@ -9,8 +9,10 @@ A construction declares what it needs and how to make its pure core:
   posterior-driven methods, which sample the coreset posterior pi_w themselves (Sparse VI, Coreset MCMC,
   quasi-Newton), and LR's sensitivity sampling ("sensitivity"). `make(model, size, **options)` returns a pure
 
-      solve(key, data, data_weights, start) -> (indices, weights, info)
+      solve(key, data, start, data_weights) -> (indices, weights, info)
 
+  (the key first, then the arguments in the order of the public `cj.coreset_fn(...)(key, data, start,
+  data_weights)`, so a method author and a user see one signature),
   where `data_weights` (N,) weights the rows of the full-data target (ones for a dataset, the merged weights
   in a streaming reduction, 0 on padding) and `start` is a `Start(mean, cov)` from pi_hat that starts and
   preconditions chains. `cj.coreset`, `cj.coreset_fn`, `cj.merged_coreset(model=..., data=...)` and

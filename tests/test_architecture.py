@@ -41,7 +41,7 @@ def top_norm_numpy(V, size, scale=1.0):
 def top_loglik(model, size: int):
     """Posterior-driven: the `size` rows with the largest u_n L_n(mean of pi_hat), each weighted sum(u) / size."""
 
-    def solve(key, data, data_weights, start):
+    def solve(key, data, start, data_weights):
         lls = cj.log_likelihoods(model, start.mean, data)
         score = jnp.where(data_weights > 0, lls, -jnp.inf)
         _, idx = jax.lax.top_k(score, size)

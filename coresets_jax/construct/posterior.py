@@ -49,11 +49,11 @@ def coreset_fn(model: Model, method: Any, size: int, **options):
         if data_weights is None:
             data_weights = jnp.ones(n, jnp.result_type(start.mean.dtype, jnp.float32))
         if initial is None:
-            indices, weights, info = core(_as_key(key), data, data_weights, start)
+            indices, weights, info = core(_as_key(key), data, start, data_weights)
         elif not takes_initial:
             raise ValueError(f"initial: {construction.name} does not take a starting coreset")
         else:
-            indices, weights, info = core(_as_key(key), data, data_weights, start, initial)
+            indices, weights, info = core(_as_key(key), data, start, data_weights, initial)
         return _finish(indices, weights, info, construction.name)
 
     return solve

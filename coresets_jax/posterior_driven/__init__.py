@@ -1,6 +1,6 @@
 """Posterior-driven constructions: they optimise the weights against samples of the coreset posterior pi_w
 itself, so they need the model and a sampler, not projected vectors. Each is one file whose `make(model,
-size, **options)` returns a pure `solve(key, data, data_weights, start[, initial])`, registered here.
+size, **options)` returns a pure `solve(key, data, start, data_weights[, initial])` (the order of `cj.coreset_fn`), registered here.
 `default_support` names the vector method whose coreset starts the methods that take a start (chosen by
 benchmarks/models.py: OMP was the best Hilbert method on every problem there). The methods share their
 option names (`kernel`, `kernel_settings`, `num_iters`, `num_draws`, `num_warmup`); `options.ALIASES` holds

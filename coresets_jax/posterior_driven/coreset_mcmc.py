@@ -157,7 +157,7 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
         KL lower by z standard errors (step 7; `compare.better`).
 
     Returns:
-      `solve(key, data, data_weights, start, initial=None) -> (indices, weights, info)`.
+      `solve(key, data, start, data_weights, initial=None) -> (indices, weights, info)`.
     """
     settings = check_kernel(kernel, kernel_settings)
     check_count(num_chains, "num_chains", 2)
@@ -188,7 +188,7 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
     adapts = spec.adapts_step_size
     target_accept = float(settings["target_accept"]) if adapts else 0.0  # declared by the spec
 
-    def solve(key, data, data_weights, start, initial=None):
+    def solve(key, data, start, data_weights, initial=None):
         dtype = jnp.result_type(start.mean.dtype, jnp.float32)
         k_core, k_chains, k_hot, k_loop, k_draws = jax.random.split(key, 5)
         rows_per_estimate = default_subsample(subsample, size, data_weights.shape[0], per_step=True)

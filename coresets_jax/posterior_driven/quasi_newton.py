@@ -153,7 +153,7 @@ def quasi_newton(model: Model, size: int, kernel: str = "slice", kernel_settings
         (step 5; `compare.better`).
 
     Returns:
-      `solve(key, data, data_weights, start, initial=None) -> (indices, weights, info)`; `info` holds
+      `solve(key, data, start, data_weights, initial=None) -> (indices, weights, info)`; `info` holds
       `samples` (K, num_draws, D) of the returned weights' posterior, `best_step`, `kl_estimates`,
       `kl_differences`, `start_kl_estimate`, `best_kl_estimate` (the chosen iterate's, from the round that
       chose it), `kl_estimate` (from a fresh round at the returned weights), `confirmed` (the fresh rounds'
@@ -173,7 +173,7 @@ def quasi_newton(model: Model, size: int, kernel: str = "slice", kernel_settings
     z = check_positive(z, "z")
     control_variate, hot_start = check_bool(control_variate, "control_variate"), check_bool(hot_start, "hot_start")
 
-    def solve(key, data, data_weights, start, initial=None):
+    def solve(key, data, start, data_weights, initial=None):
         dtype = jnp.result_type(start.mean.dtype, jnp.float32)
         k_core, k_chains, k_first, k_search, k_loop, k_last = jax.random.split(key, 6)
         indices, w0, live, rows, estimate, lls, chains, tuning = set_up(

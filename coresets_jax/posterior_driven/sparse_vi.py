@@ -99,7 +99,7 @@ def sparse_vi(model: Model, size: int, num_draws: int = 100, num_iters: int = 10
       num_warmup: the chain's adaptation steps (unused with "exact").
 
     Returns:
-      `solve(key, data, data_weights, start) -> (indices, weights, info)` (see `coresets_jax.registry`).
+      `solve(key, data, start, data_weights) -> (indices, weights, info)` (see `coresets_jax.registry`).
     """
     if kernel is None:
         kernel = "exact" if model.posterior is not None else "nuts"
@@ -120,7 +120,7 @@ def sparse_vi(model: Model, size: int, num_draws: int = 100, num_iters: int = 10
     step_scale = float(step_scale)
     draw = _sampler(model, kernel, settings, num_draws, num_warmup)
 
-    def solve(key, data, data_weights, start):
+    def solve(key, data, start, data_weights):
         n = jax.tree_util.tree_leaves(data)[0].shape[0]
         dtype = jnp.result_type(start.mean.dtype, jnp.float32)
         u = data_weights.astype(dtype)

@@ -178,7 +178,7 @@ def sensitivity_construction(model, size: int, k: int = 6, a: float = 3.0, cente
     """LR Algorithm 1 as a registered construction: `cj.coreset(model, data, M, "sensitivity", key=key)`,
     and so `cj.merged_coreset` and `cj.stream_coreset` too. The pure core is
 
-        solve(key, data, data_weights, start) -> (indices, weights, info)
+        solve(key, data, start, data_weights) -> (indices, weights, info)
 
     with the k-means++ bound of Lemma 3.1 (R = a / sqrt(I)) computed inside. Rows weighted u_n (a merged
     node of a stream) are drawn with p_n ∝ u_n m_n and weighted u_n / (p_n M), so the estimate of
@@ -191,7 +191,7 @@ def sensitivity_construction(model, size: int, k: int = 6, a: float = 3.0, cente
     a = _validate.check_positive_float(a, "a")
     _validate.check_choice(centers, CENTERS, "centers")
 
-    def solve(key, data, data_weights, start):
+    def solve(key, data, start, data_weights):
         X, y = data
         Z = _signed_features(jnp.asarray(X), jnp.asarray(y))
         key_cluster, key_sample = jax.random.split(key)
