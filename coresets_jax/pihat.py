@@ -264,6 +264,16 @@ def laplace(model: Model, data: Any, key: Optional[Array] = None, *, init: Optio
       weights: optional (N,) non-negative data weights, for the coreset posterior pi_w (HC §2).
     """
     n = _checks.check_model_data(model, data)
+    return laplace_checked(model, data, n, key, init=init, method=method, subsample=subsample, max_iter=max_iter,
+                           tol=tol, learning_rate=learning_rate, weights=weights)
+
+
+def laplace_checked(model: Model, data: Any, n: int, key: Optional[Array] = None, *, init: Optional[Array] = None,
+                    method: str = "newton", subsample: Optional[int] = None, max_iter: int = 50,
+                    tol: float = 1e-6, learning_rate: Optional[float] = None,
+                    weights: Optional[Array] = None) -> GaussianApproximation:
+    """`laplace` for a caller that has already run `check_model_data(model, data)` (it returned N = n):
+    `cj.coreset` checks the model and the data once, at its own boundary, not again for pi_hat."""
     _validate.check_choice(method, ("newton", "optax"), "method")
     if init is None:
         init = initial_theta(model, data)

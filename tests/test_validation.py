@@ -121,3 +121,18 @@ def test_zero_weight_padding_repeats_a_weighted_row():
     grad = jax.grad(cj.core.weighted_log_density(model, rows, w_rows))(jnp.array([1.0]))
     expected = sum(wn * xn * (yn - np.exp(xn)) for wn, xn, yn in [(1, 0.5, 2), (2, 1.0, 3), (3, 2.0, 8)]) - 1.0
     np.testing.assert_allclose(np.asarray(grad), [expected], rtol=1e-5)
+
+
+def test_cj_coreset_checks_the_data_once(monkeypatch):
+    # Issue 23: cj.coreset validated model and data at its boundary and again inside cj.laplace (each an O(N)
+    # finiteness and label scan). The Laplace fit of the pipeline now relies on the boundary's check.
+    from coresets_jax.core import validate
+    calls = []
+    original = validate.check_data
+    monkeypatch.setattr(validate, "check_data", lambda *a, **k: calls.append(1) or original(*a, **k))
+    data = cj.data.synthetic_logistic(jax.random.key(0), 200).train
+    cj.coreset(cj.models.logistic_regression(), data, 10, "giga", key=jax.random.key(1))
+    assert len(calls) == 1
+    calls.clear()
+    cj.laplace(cj.models.logistic_regression(), data)  # the public fit still checks for itself
+    assert len(calls) == 1

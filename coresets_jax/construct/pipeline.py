@@ -85,7 +85,7 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
     # projection (and the whole coreset) repeats exactly.
     key = _key_for(construction, key)
     key_pi, key_theta, key_proj, key_solve = _validate.split_key(key, 4)
-    approx = resolve_pi_hat(pi_hat, model, data, key_pi, init)
+    approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
     if construction.needs == "posterior":
         start_time = time.perf_counter()
         initial, V, slots = None, None, size

@@ -84,11 +84,15 @@ def start_from(approx: Any, key: jax.Array, num: int = 256) -> Start:
     return Start(jnp.mean(thetas, axis=0), cov + 1e-6 * jnp.eye(d, dtype=thetas.dtype))
 
 
-def resolve_pi_hat(pi_hat: Any, model: Model, data: Any, key: jax.Array, init: Any = None):
+def resolve_pi_hat(pi_hat: Any, model: Model, data: Any, key: jax.Array, init: Any = None,
+                   checked_n: Optional[int] = None):
     """pi_hat as an object with `.sample(key, num)`: None or "laplace" (a Laplace fit on `data`), "prior", an
     (S, D) array of samples, or such an object itself. The one place a pi_hat argument is read (`coreset`,
-    `merged_coreset`, `stream_coreset`)."""
+    `merged_coreset`, `stream_coreset`). `checked_n`: N, when the caller has checked model and data already
+    (the Laplace fit then does not check them again)."""
     if pi_hat is None or (isinstance(pi_hat, str) and pi_hat == "laplace"):
+        if checked_n is not None:
+            return _pihat.laplace_checked(model, data, checked_n, key, init=init)
         return _pihat.laplace(model, data, key=key, init=init)
     if isinstance(pi_hat, str):
         if pi_hat == "prior":
