@@ -24,9 +24,8 @@ vectors of any subset have etabar no larger than the full data's. Summing over t
 
 from __future__ import annotations
 
-import hashlib
 import os
-from typing import Any, Iterable, Iterator, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -37,73 +36,34 @@ from .core import validate as _validate
 from .construct.posterior import compiled_coreset_fn, start_from
 from .construct.vectors import build
 from .pihat import samples
-from .io import atomic_write
 from .core.model import Model
 from .projection import project
 from .core import Coreset
 from .registry import resolve
+from .chunks import is_sliceable, iter_chunks
+from .stream_checkpoint import Checkpoint, Node, load_checkpoint, run_fingerprint, save_checkpoint
 
 __all__ = ["stream_coreset", "iter_chunks"]
 
 Array = jax.Array
 
 
-class _Node(NamedTuple):
-    """A weighted coreset in the tree: global row indices, weights, projected rows, data rows."""
-
-    indices: Array
-    weights: Array
-    V: Array
-    data: Any
-
-
-def _is_sliceable(x: Any) -> bool:
-    if isinstance(x, Iterator):  # a generator or iterator of chunks
-        return False
-    if isinstance(x, list) and x and not any(hasattr(e, "shape") for e in x):
-        return False  # a list of chunk pytrees, e.g. [(X1, y1), (X2, y2)]
-    leaves = jax.tree_util.tree_leaves(x)
-    return bool(leaves) and all(hasattr(l, "shape") and hasattr(l, "__getitem__") for l in leaves)
-
-
-def iter_chunks(source: Any, chunk_size: Optional[int] = None, *, skip: int = 0) -> Iterator[Any]:
-    """Chunks of a data source, each a pytree of arrays with a shared leading axis.
-
-    `source` is either an iterable of chunks (a generator, a list), or an array-like (or a pytree of them)
-    that supports `shape` and slicing along its leading axis, e.g. `np.load(path, mmap_mode="r")` or a zarr
-    array; it is then read `chunk_size` rows at a time, so only one chunk is ever in memory. `skip` chunks
-    of an array source are skipped without being read (a resumed `stream_coreset`).
-    """
-    if _is_sliceable(source):
-        if chunk_size is None:
-            raise ValueError("chunk_size: a positive integer is needed to slice an array source, got None")
-        chunk_size = _validate.check_positive_int(chunk_size, "chunk_size")
-        n = _validate.num_rows(jax.tree_util.tree_map(lambda l: np.empty((l.shape[0], 0)), source), "chunks")
-        for start in range(int(skip) * int(chunk_size), n, int(chunk_size)):
-            yield jax.tree_util.tree_map(lambda l: np.asarray(l[start:start + int(chunk_size)]), source)
-        return
-    if not isinstance(source, Iterable):
-        raise ValueError(f"chunks: expected an iterable of data chunks or a sliceable array, got "
-                         f"{type(source).__name__}")
-    yield from source
-
-
-def _pad(node: _Node, capacity: int) -> _Node:
+def _pad(node: Node, capacity: int) -> Node:
     extra = capacity - node.indices.shape[0]
     if extra <= 0:
         return node
     pad = lambda x: jnp.concatenate([x, jnp.zeros((extra,) + x.shape[1:], x.dtype)])
-    return _Node(pad(node.indices), pad(node.weights), pad(node.V), jax.tree_util.tree_map(pad, node.data))
+    return Node(pad(node.indices), pad(node.weights), pad(node.V), jax.tree_util.tree_map(pad, node.data))
 
 
-def _take(node: _Node, idx: Array, weights: Array) -> _Node:
+def _take(node: Node, idx: Array, weights: Array) -> Node:
     take = lambda x: x[idx]
-    return _Node(node.indices[idx], weights, node.V[idx], jax.tree_util.tree_map(take, node.data))
+    return Node(node.indices[idx], weights, node.V[idx], jax.tree_util.tree_map(take, node.data))
 
 
-def _merge(a: _Node, b: _Node) -> _Node:
+def _merge(a: Node, b: Node) -> Node:
     cat = lambda x, y: jnp.concatenate([x, y])
-    return _Node(cat(a.indices, b.indices), cat(a.weights, b.weights), cat(a.V, b.V),
+    return Node(cat(a.indices, b.indices), cat(a.weights, b.weights), cat(a.V, b.V),
                  jax.tree_util.tree_map(cat, a.data, b.data))
 
 
@@ -128,7 +88,7 @@ def _solve(method: _Method, U: Array, data: Any, data_weights: Array, size: int,
     return cs
 
 
-def _reduce(node: _Node, size: int, method: _Method, key: Array) -> _Node:
+def _reduce(node: Node, size: int, method: _Method, key: Array) -> Node:
     """Compress a weighted set to `size` slots: solve on u_m = w_m v_m, then multiply the weights back."""
     U = node.weights[:, None].astype(node.V.dtype) * node.V
     live_rows = jnp.any(U != 0, axis=1) if method.construction.needs == "vectors" else node.weights > 0
@@ -140,59 +100,6 @@ def _reduce(node: _Node, size: int, method: _Method, key: Array) -> _Node:
     if method.construction.needs == "posterior":
         return _take(node, cs.indices, cs.weights.astype(node.weights.dtype))
     return _take(node, cs.indices, node.weights[cs.indices] * cs.weights.astype(node.weights.dtype))
-
-
-class _Checkpoint(NamedTuple):
-    """What a resumed run needs: the tree (one node per level), the counters and the first leaf's structure."""
-
-    levels: dict
-    offset: int
-    count: int
-    max_held: int
-    node_id: int
-
-
-def _fingerprint(size, method, norm, dtype, key, thetas, options) -> str:
-    """Identifies the run a checkpoint belongs to: settings, key and the bytes of thetas."""
-    digest = hashlib.sha256()
-    for part in (size, method, norm, str(dtype), sorted(options.items())):
-        digest.update(repr(part).encode())
-    digest.update(np.asarray(jax.random.key_data(key)).tobytes())
-    digest.update(np.ascontiguousarray(np.asarray(thetas)).tobytes())
-    return digest.hexdigest()
-
-
-def _save_checkpoint(path: str, state: _Checkpoint, fingerprint: str) -> None:
-    """Write the merge-tree state atomically: a temporary file in the same folder, then `os.replace`."""
-    arrays = {"fingerprint": np.asarray(fingerprint),
-              "counters": np.asarray([state.offset, state.count, state.max_held, state.node_id], np.int64),
-              "levels": np.asarray(sorted(state.levels), np.int64)}
-    for level, node in state.levels.items():
-        arrays[f"l{level}_indices"] = np.asarray(node.indices)
-        arrays[f"l{level}_weights"] = np.asarray(node.weights)
-        arrays[f"l{level}_V"] = np.asarray(node.V)
-        for i, leaf in enumerate(jax.tree_util.tree_leaves(node.data)):
-            arrays[f"l{level}_data{i}"] = np.asarray(leaf)
-    atomic_write(path, lambda f: np.savez(f, **arrays))
-
-
-def _load_checkpoint(path: str, fingerprint: str, treedef) -> _Checkpoint:
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            stored = {name: f[name] for name in f.files}
-    except Exception as err:
-        raise ValueError(f"checkpoint: cannot read {path!r} ({type(err).__name__}: {err}); delete it to "
-                         f"start afresh") from err
-    if str(stored.get("fingerprint")) != fingerprint:
-        raise ValueError(f"checkpoint: {path!r} was written by a run with other settings (size, method, norm, "
-                         f"dtype, key, thetas or options differ); delete it or pass another path")
-    offset, count, max_held, node_id = (int(v) for v in stored["counters"])
-    levels = {}
-    for level in (int(v) for v in stored["levels"]):
-        leaves = [jnp.asarray(stored[f"l{level}_data{i}"]) for i in range(treedef.num_leaves)]
-        levels[level] = _Node(jnp.asarray(stored[f"l{level}_indices"]), jnp.asarray(stored[f"l{level}_weights"]),
-                              jnp.asarray(stored[f"l{level}_V"]), jax.tree_util.tree_unflatten(treedef, leaves))
-    return _Checkpoint(levels, offset, count, max_held, node_id)
 
 
 def stream_coreset(model: Model, chunks: Any, size: int, thetas: Array, key: Array, *, norm: str = "fisher",
@@ -241,13 +148,13 @@ def stream_coreset(model: Model, chunks: Any, size: int, thetas: Array, key: Arr
     if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike)):
         raise ValueError(f"checkpoint: expected a file path, got {type(checkpoint).__name__}")
     checkpoint_every = _validate.check_positive_int(checkpoint_every, "checkpoint_every")
-    if _is_sliceable(chunks):  # the total N is known up front
+    if is_sliceable(chunks):  # the total N is known up front
         total = _validate.num_rows(jax.tree_util.tree_map(lambda l: np.empty((l.shape[0], 0)), chunks), "chunks")
         if size > total:
             raise ValueError(f"size: must be at most the stream's N = {total} rows, got {size}")
-    fingerprint = _fingerprint(size, construction.name, norm, dtype, key, thetas, options)
+    fingerprint = run_fingerprint(size, construction.name, norm, dtype, key, thetas, options)
     key_proj, key_solve = jax.random.split(key)
-    state = _Checkpoint({}, 0, 0, 0, 0)
+    state = Checkpoint({}, 0, 0, 0, 0)
     resume = checkpoint is not None and os.path.exists(checkpoint)
     resumed_from = 0
 
@@ -264,15 +171,15 @@ def stream_coreset(model: Model, chunks: Any, size: int, thetas: Array, key: Arr
         state.levels[level] = node
 
     skip_sliced = 0
-    if resume and _is_sliceable(chunks):  # restore now and start slicing after the consumed rows
+    if resume and is_sliceable(chunks):  # restore now and start slicing after the consumed rows
         treedef = jax.tree_util.tree_structure(chunks)
-        state = _load_checkpoint(checkpoint, fingerprint, treedef)
+        state = load_checkpoint(checkpoint, fingerprint, treedef)
         skip_sliced = resumed_from = state.count
     consumed = 0  # chunks of an iterable passed over on resume
     for chunk in iter_chunks(chunks, chunk_size, skip=skip_sliced):
         if resume and not skip_sliced:
             if consumed == 0:  # the first chunk tells the data structure of the stored rows
-                state = _load_checkpoint(checkpoint, fingerprint, jax.tree_util.tree_structure(chunk))
+                state = load_checkpoint(checkpoint, fingerprint, jax.tree_util.tree_structure(chunk))
                 resumed_from = state.count
             if consumed < resumed_from:
                 consumed += 1
@@ -296,14 +203,14 @@ def stream_coreset(model: Model, chunks: Any, size: int, thetas: Array, key: Arr
             idx, w = cs.indices, cs.weights
         else:  # nothing to approximate in this chunk
             idx, w = jnp.zeros(m, jnp.int32), jnp.zeros(m, V.dtype)
-        leaf = _Node(idx.astype(jnp.int32) + state.offset, w, V[idx],
+        leaf = Node(idx.astype(jnp.int32) + state.offset, w, V[idx],
                      jax.tree_util.tree_map(lambda x: x[idx], chunk))
         del chunk, V
         reduce(_pad(leaf, size))
         state = state._replace(max_held=max(state.max_held, len(state.levels)), offset=state.offset + n,
                                count=state.count + 1)
         if checkpoint is not None and state.count % int(checkpoint_every) == 0:
-            _save_checkpoint(checkpoint, state, fingerprint)
+            save_checkpoint(checkpoint, state, fingerprint)
     if resume and not skip_sliced and consumed < resumed_from:
         raise ValueError(f"chunks: the checkpoint {checkpoint!r} has consumed {resumed_from} chunks, but the "
                          f"stream yielded only {consumed}; it is not the stream that wrote the checkpoint")

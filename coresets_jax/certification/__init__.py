@@ -77,9 +77,9 @@ def _check_coreset(coreset: Any, n: int) -> None:
 
 def _streamed(data: Any, chunk_size: Optional[int]) -> bool:
     """An iterable of chunks, or a host array-like to be read `chunk_size` rows at a time."""
-    from ..streaming import _is_sliceable
+    from ..chunks import is_sliceable
 
-    if not _is_sliceable(data):
+    if not is_sliceable(data):
         return True
     leaves = jax.tree_util.tree_leaves(data)
     return chunk_size is not None and not all(isinstance(x, jax.Array) for x in leaves)

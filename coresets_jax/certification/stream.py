@@ -29,9 +29,9 @@ def _slots(coreset: Any) -> tuple[np.ndarray, np.ndarray]:
 
 def streamed_log_ratio(model: Model, source: Any, coreset: Any, draws: np.ndarray, chunk_size: Optional[int],
                         precision: str) -> tuple[np.ndarray, int, int]:
-    """`log_ratio` over a source of data chunks (`streaming.iter_chunks`): one chunk on the device at a time,
+    """`log_ratio` over a source of data chunks (`chunks.iter_chunks`): one chunk on the device at a time,
     plus the coreset's rows, picked up as their chunks pass. Returns (r, zero-weight draws, N)."""
-    from ..streaming import iter_chunks
+    from ..chunks import iter_chunks
 
     indices, weights = _slots(coreset)
     picked, full, flags, offset = {}, 0.0, 0, 0
