@@ -4,8 +4,9 @@ Problem: logistic regression with N = 569 rows and D = 31 (30 standardised, corr
 intercept: the shape of the Wisconsin breast-cancer set, generated here), M = 100. Every measurement runs in
 a fresh Python process; the rows below alternate in each repeat and the table reports medians:
 
-- `quickstart`: the README's JAX quickstart script (N = 10,000 synthetic logistic regression, GIGA, NUTS
-  500 + 500, save and load), whole process including imports;
+- `quickstart`: the README's JAX quickstart script, read from README.md (N = 10,000 synthetic logistic
+  regression: GIGA, NUTS 500 + 500, a certificate, A-IHT II with certify=True, save and load), whole process
+  including imports;
 - `coreset:<method>`: the first `cj.coreset(model, data, size=100, method=...)` for GIGA, A-IHT II and
   Coreset MCMC (and the second call, compiled);
 - `sample:<kernel>`: the first `cj.sample` (500 warm-up + 500 draws, 2 chains) on a GIGA coreset, for NUTS
