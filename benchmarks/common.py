@@ -132,13 +132,13 @@ def summary(values: Sequence[float]) -> dict:
             "q75": float(np.percentile(v, 75)), "mean": float(np.mean(v)), "n": int(v.size)}
 
 
-def _jsonable(x: Any) -> Any:
+def jsonable(x: Any) -> Any:
     if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items() if k != "output"}
+        return {str(k): jsonable(v) for k, v in x.items() if k != "output"}
     if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
+        return [jsonable(v) for v in x]
     if isinstance(x, (np.ndarray, jax.Array)):
-        return _jsonable(np.asarray(x).tolist())
+        return jsonable(np.asarray(x).tolist())
     if isinstance(x, (np.floating, float)):
         x = float(x)
         return x if np.isfinite(x) else None
@@ -154,7 +154,7 @@ def write_json(result: dict, out_dir: str, stem: str) -> str:
     path = os.path.join(out_dir, f"{stem}.json")
     from coresets_jax.io import atomic_write
 
-    text = json.dumps(_jsonable(result), indent=1, allow_nan=False)  # fails before the file is touched
+    text = json.dumps(jsonable(result), indent=1, allow_nan=False)  # fails before the file is touched
     atomic_write(path, lambda f: f.write(text.encode()))
     return path
 

@@ -121,7 +121,7 @@ def main(argv=None, *, quick=None, out_dir=None):
                         rows.append(row)
                         os.makedirs(models.TMP, exist_ok=True)
                         with open(LEDGER, "a") as f:
-                            f.write(json.dumps(common._jsonable(row)) + "\n")
+                            f.write(json.dumps(common.jsonable(row)) + "\n")
                         print("  " + json.dumps({k: (round(v, 5) if isinstance(v, float) else v)
                                                  for k, v in row.items()}), flush=True)
     return report([r for r in rows if "error" not in r], args.out)

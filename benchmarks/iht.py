@@ -38,7 +38,6 @@ import common  # noqa: E402
 
 import coresets_jax as cj  # noqa: E402
 from coresets_jax.metrics import gaussian_kls  # noqa: E402
-from coresets_jax.projection import _project  # noqa: E402  (the pure projection core)
 
 METHODS = (("Uniform", "uniform"), ("GIGA", "giga"), ("A-IHT", "iht"), ("A-IHT II", "iht2"))
 GLM = (("synth_lr", "logistic"), ("phishing", "logistic"), ("ds1", "logistic"),
@@ -181,8 +180,8 @@ def glm_projector(kind, J):
 
     def project(key, data, mean, chol):
         thetas = mean + jax.random.normal(key, (J, mean.shape[0]), mean.dtype) @ chol.T
-        return _project(model, data, thetas, jnp.zeros(J, jnp.int32), "centered", data[0].shape[0],
-                        jnp.float32)
+        # the key is unused by the centred norm
+        return cj.project_fn(model, "centered", dtype=jnp.float32, chunk_size=data[0].shape[0])(key, data, thetas)
 
     return jax.jit(jax.vmap(project, in_axes=(0, None, None, None)))
 

@@ -245,7 +245,7 @@ def ledger() -> list:
 def append(row: dict) -> None:
     os.makedirs(TMP, exist_ok=True)
     with open(LEDGER, "a") as f:
-        f.write(json.dumps(common._jsonable(row)) + "\n")
+        f.write(json.dumps(common.jsonable(row)) + "\n")
 
 
 def report(rows: list, out_dir: str, stem: str = "models") -> dict:
