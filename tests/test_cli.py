@@ -117,10 +117,21 @@ def test_command_line_mistakes_are_one_line_and_exit_2(tmp_path, capsys, monkeyp
 
 def test_bench_lists_real_scripts(capsys):
     assert cli.main(["bench", "nope"]) == 2
-    listed = capsys.readouterr().err.split("available: ")[1].strip().split(", ")
-    assert "solvers" in listed and "progress_overhead" in listed
+    err = capsys.readouterr().err
+    listed = err.split("available: ")[1].split(";")[0].strip().split(", ")
+    studies = err.split("investigations (one-off studies): ")[1].strip().split(", ")
+    assert "solvers" in listed and "progress_overhead" in studies
     assert all(os.path.isfile(os.path.join(REPO, "benchmarks", f"{name}.py")) for name in listed)
+    assert all(os.path.isfile(os.path.join(REPO, "benchmarks", "investigations", f"{name}.py")) for name in studies)
     assert "common" not in listed and "numpy_reference" not in listed  # helpers, not programs
+
+
+def test_bench_runs_an_investigation_and_reports_a_failed_run(monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(cli.subprocess, "call", lambda command, cwd: calls.append(command) or 3)
+    assert cli.main(["bench", "fisher_check_overhead"]) == 3  # the script's exit status, said on stderr
+    assert calls[0][1].endswith(os.path.join("benchmarks", "investigations", "fisher_check_overhead.py"))
+    assert "failed with exit status 3" in capsys.readouterr().err
 
 
 def test_bench_quick_fails_loudly_where_a_script_has_no_quick_mode(capsys):
