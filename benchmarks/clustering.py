@@ -38,7 +38,6 @@ import common  # noqa: E402
 
 import coresets_jax as cj  # noqa: E402
 from coresets_jax.models import vmf, vmf_inference  # noqa: E402
-from coresets_jax.projection import _project  # noqa: E402  (pure projection core)
 
 K, DIM, TAU = 6, 3, 50.0
 MODEL = vmf.vmf_mixture(K, DIM, TAU)
@@ -49,8 +48,7 @@ def projector(J):
     def project(key, x, pihat):
         k_theta, k_coord = jax.random.split(key)
         thetas = pihat.sample(k_theta, J)
-        coords = jax.random.randint(k_coord, (J,), 0, thetas.shape[1])
-        return _project(MODEL, x, thetas, coords, "fisher", min(1024, x.shape[0]), jnp.float32)
+        return cj.project_fn(MODEL, "fisher", dtype=jnp.float32, chunk_size=1024)(k_coord, x, thetas)
 
     return jax.jit(jax.vmap(project, in_axes=(0, None, None)))
 
@@ -69,7 +67,7 @@ def constructor(method, M):
 @functools.lru_cache(maxsize=None)
 def gibbs_batched(num_samples, num_warmup, unit_counts):
     def chain(key, x, w, init_mu, init_omega):
-        return vmf_inference._gibbs(key, x, w, init_mu, init_omega, TAU, num_samples, num_warmup, 1, unit_counts)
+        return vmf_inference.gibbs_core(key, x, w, init_mu, init_omega, TAU, num_samples, num_warmup, 1, unit_counts)
     return jax.jit(jax.vmap(chain, in_axes=(0, 0, 0, None, None)))
 
 
@@ -178,7 +176,7 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
     rows = x[idx[0]]
 
     def chain(key):
-        return vmf_inference._gibbs(key, rows, w[0], init.mu, init.omega, TAU, ns_, nw_, 1, False).mu
+        return vmf_inference.gibbs_core(key, rows, w[0], init.mu, init.omega, TAU, ns_, nw_, 1, False).mu
 
     sp = None if args.quick else common.batched_speedup(chain, jax.random.split(jax.random.key(9), batch))
     res = {"experiment": "HC §7 directional clustering (Fig. 5)", "quick": bool(args.quick), "paper_trials": 50,

@@ -34,11 +34,11 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [_HERE, os.path.dirname(_HERE)]  # this checkout's coresets_jax, then common
 import common  # noqa: E402
 
+import coresets_jax as cj  # noqa: E402
+
 from coresets_jax.metrics import gaussian_kl  # noqa: E402
 from coresets_jax.models import gaussian_mean, gaussian_mean_fisher_vectors, gaussian_mean_posterior  # noqa: E402
-from coresets_jax.projection import _project  # noqa: E402  (the pure, jitted projection core)
-from coresets_jax.sensitivity.gaussian import _gaussian_mean_sensitivity  # noqa: E402
-from coresets_jax.sensitivity.sampling import _sample  # noqa: E402
+from coresets_jax.sensitivity import gaussian_mean_sensitivity_core, sensitivity_sample_core  # noqa: E402
 
 DIM = 2
 METHODS = (("Rand", "uniform"), ("Unif", "unif"), ("IS", "importance"), ("FW", "frank_wolfe"),
@@ -51,8 +51,8 @@ def fisher_features(key, y, J):
     k_theta, k_coord = jax.random.split(key)
     mean, cov = gaussian_mean_posterior(y)
     thetas = mean + jnp.sqrt(cov[0, 0]) * jax.random.normal(k_theta, (J, DIM), y.dtype)
-    coords = jax.random.randint(k_coord, (J,), 0, DIM)
-    return _project(gaussian_mean(DIM), y, thetas, coords, "fisher", y.shape[0], y.dtype)
+    # project_fn draws d_j ~ Unif{0..D-1} from k_coord
+    return cj.project_fn(gaussian_mean(DIM), "fisher", dtype=y.dtype, chunk_size=y.shape[0])(k_coord, y, thetas)
 
 
 def isotropic_kl(y, w):
@@ -73,7 +73,7 @@ def make_trial(method: str, M: int, N: int, J=None):
         mu = jax.random.normal(k_mu, (DIM,), jnp.float64)
         y = mu + jax.random.normal(k_y, (N, DIM), jnp.float64)
         if method == "unif":
-            indices, weights = _sample(k_solve, _gaussian_mean_sensitivity(y), M)
+            indices, weights = sensitivity_sample_core(k_solve, gaussian_mean_sensitivity_core(y), M)
         else:
             V = gaussian_mean_fisher_vectors(y) if J is None else fisher_features(k_proj, y, J)
             indices, weights = solve(V, k_solve)

@@ -36,7 +36,7 @@ import common  # noqa: E402
 
 import coresets_jax as cj  # noqa: E402
 from coresets_jax.inference import sample_fn  # noqa: E402  (pure weighted sampler)
-from coresets_jax.sensitivity.sampling import _sample  # noqa: E402  (pure multinomial draw, LR Alg. 1 lines 7-11)
+from coresets_jax.sensitivity import sensitivity_sample_core  # noqa: E402  (LR Alg. 1 lines 7-11)
 
 MODEL = cj.models.logistic_regression()
 
@@ -55,7 +55,7 @@ def dataset(name, key, n):
 @functools.lru_cache(maxsize=None)
 def draw(M):
     """(keys (B,), probabilities (N,)) -> B coresets of M draws (indices, weights); uniform = equal p."""
-    return jax.jit(jax.vmap(lambda k, s: _sample(k, s, M), in_axes=(0, None)))
+    return jax.jit(jax.vmap(lambda k, s: sensitivity_sample_core(k, s, M), in_axes=(0, None)))
 
 
 @functools.lru_cache(maxsize=None)

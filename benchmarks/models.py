@@ -245,7 +245,7 @@ def ledger() -> list:
 def append(row: dict) -> None:
     os.makedirs(TMP, exist_ok=True)
     with open(LEDGER, "a") as f:
-        f.write(json.dumps(common._jsonable(row)) + "\n")
+        f.write(json.dumps(common.jsonable(row)) + "\n")
 
 
 def report(rows: list, out_dir: str, stem: str = "models") -> dict:
@@ -296,7 +296,7 @@ def report(rows: list, out_dir: str, stem: str = "models") -> dict:
         "trials": "3 per cell (the authors run 10)",
         "metric_draws": "2 x 1000 NUTS (or Gibbs) draws after 500 warm-up steps per coreset; reference 2 x 2000",
         "problems_missing": sorted(set(PROBLEMS) - {e["problem"] for e in table}),
-        "measured_elsewhere": ["Hot DoG against Adam over learning rates (hot-dog.md Fig. 1): hot_dog_adam.py",
+        "measured_elsewhere": ["Hot DoG against Adam over learning rates (hot-dog.md Fig. 1): investigations/hot_dog_adam.py",
                                "SGLD / SGHMC baselines at equal likelihood evaluations and wall time: "
                                "sgmcmc_baselines.py"]}
     result = {"environment": common.environment(), "summary": summary, "reductions": reductions,

@@ -41,7 +41,6 @@ import common  # noqa: E402
 
 import coresets_jax as cj  # noqa: E402
 from coresets_jax.inference import sample_fn  # noqa: E402  (pure weighted sampler)
-from coresets_jax.projection import _project  # noqa: E402  (pure projection core)
 
 # (label, solver method or "rand", norm)
 METHODS = (("Rand", "rand", None), ("IS-F", "importance", "fisher"), ("IS-2", "importance", "l2"),
@@ -73,9 +72,8 @@ def projector(kind, norm, J):
     def project(key, data, mean, chol):
         k_theta, k_coord = jax.random.split(key)
         thetas = mean + jax.random.normal(k_theta, (J, mean.shape[0]), mean.dtype) @ chol.T
-        coords = (jax.random.randint(k_coord, (J,), 0, mean.shape[0]) if norm == "fisher"
-                  else jnp.zeros(J, jnp.int32))
-        return _project(model, data, thetas, coords, norm, min(2048, data[0].shape[0]), jnp.float32)
+        # project_fn draws the Fisher coordinates d_j from k_coord (unused by the other norms)
+        return cj.project_fn(model, norm, dtype=jnp.float32, chunk_size=2048)(k_coord, data, thetas)
 
     return jax.jit(jax.vmap(project, in_axes=(0, None, None, None)))
 

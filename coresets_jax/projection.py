@@ -228,7 +228,7 @@ def _chunk(chunk_size: Optional[int], thetas_shape: tuple, n: int) -> int:
 
 def _show_progress(data: Any, n: int, thetas_shape: tuple) -> bool:
     """Progress (tqdm via jax.debug.callback) on one device, for projections big enough to take a while
-    (N J D >= 2^29); smaller or sharded ones trace no callback (benchmarks/progress_overhead.py)."""
+    (N J D >= 2^29); smaller or sharded ones trace no callback (benchmarks/investigations/progress_overhead.py)."""
     return (_progress.is_enabled() and _sharding.leading_mesh(data) is None
             and n * thetas_shape[0] * thetas_shape[1] >= PROGRESS_MIN_WORK)
 

@@ -1,7 +1,7 @@
 """The table of bad inputs of issue 15: each must raise `ValueError` naming the argument, or (labels in {0, 1}
 for logistic regression) give the same posterior as labels in {-1, +1}.
 
-The cases use only the public API, so `benchmarks/bad_inputs_table.py` can run the same table against an
+The cases use only the public API, so `benchmarks/investigations/bad_inputs_table.py` can run the same table against an
 older checkout to record what each case gave before. Cases that depend on work pending in other parts of
 issue 15 are `xfail(strict=False)`, with the owner in the reason, so their owner can flip them.
 """

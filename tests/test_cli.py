@@ -117,17 +117,29 @@ def test_command_line_mistakes_are_one_line_and_exit_2(tmp_path, capsys, monkeyp
 
 def test_bench_lists_real_scripts(capsys):
     assert cli.main(["bench", "nope"]) == 2
-    listed = capsys.readouterr().err.split("available: ")[1].strip().split(", ")
-    assert "solvers" in listed and "progress_overhead" in listed
+    err = capsys.readouterr().err
+    listed = err.split("available: ")[1].split(";")[0].strip().split(", ")
+    studies = err.split("investigations (one-off studies): ")[1].strip().split(", ")
+    assert "solvers" in listed and "progress_overhead" in studies
     assert all(os.path.isfile(os.path.join(REPO, "benchmarks", f"{name}.py")) for name in listed)
+    assert all(os.path.isfile(os.path.join(REPO, "benchmarks", "investigations", f"{name}.py")) for name in studies)
     assert "common" not in listed and "numpy_reference" not in listed  # helpers, not programs
 
 
+def test_bench_runs_an_investigation_and_reports_a_failed_run(monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(cli.subprocess, "call", lambda command, cwd: calls.append(command) or 3)
+    assert cli.main(["bench", "fisher_check_overhead"]) == 3  # the script's exit status, said on stderr
+    assert calls[0][1].endswith(os.path.join("benchmarks", "investigations", "fisher_check_overhead.py"))
+    assert "failed with exit status 3" in capsys.readouterr().err
+
+
 def test_bench_quick_fails_loudly_where_a_script_has_no_quick_mode(capsys):
-    # Issue 23: `bench end_to_end --quick` died in argparse and `bench inference --quick` ran in full.
-    for name in ("end_to_end", "inference"):
-        assert cli.main(["bench", name, "--quick"]) == 2
-        assert "has no --quick mode" in capsys.readouterr().err
+    # Issue 23: `bench end_to_end --quick` died in argparse and `bench inference --quick` ran in full; both
+    # are now `inference.py` (with --quick). A script without a quick mode is refused, not run in full.
+    assert cli.main(["bench", "bad_inputs_table", "--quick"]) == 2
+    assert "has no --quick mode" in capsys.readouterr().err
+    assert cli._benchmarks(os.path.join(REPO, "benchmarks"))["inference"] is True
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["bench", "--help"], ["info", "--help"]])

@@ -83,7 +83,7 @@ def test_sensitivity_sample_is_unbiased():
     size = 4
 
     def dense(key):
-        indices, weights = sampling._sample(key, m, size)
+        indices, weights = sampling.sensitivity_sample_core(key, m, size)
         return jnp.zeros(m.shape[0]).at[indices].add(weights)
 
     keys = jax.random.split(jax.random.key(0), 4000)

@@ -1,7 +1,7 @@
 """coresets-jax: build Bayesian coresets from the command line.
 
   coresets-jax run [CONFIG.yaml] [--out DIR] [--quiet] [--sample]   the main job (no config: built-in data)
-  coresets-jax bench NAME [--quick]                                 run benchmarks/NAME.py
+  coresets-jax bench NAME [--quick]                                 run benchmarks/[investigations/]NAME.py
   coresets-jax info                                                 versions, devices, methods
 
 With no config, `run` does HC §7.2's synthetic logistic regression (N = 10,000, theta = [3, 3, 0]): Laplace
@@ -33,7 +33,7 @@ def _repo_benchmarks() -> Optional[str]:
 
 
 def _benchmarks(folder: str) -> dict:
-    """{name: has a quick mode} for the scripts in benchmarks/ that run as programs (helpers such as common.py
+    """{name: has a quick mode} for the scripts in `folder` that run as programs (helpers such as common.py
     have no `__main__` guard). A quick mode is an `add_argument("--quick"...)` or the shared `common.resolve`
     / `common.parser`, which add it."""
     found = {}
@@ -46,18 +46,32 @@ def _benchmarks(folder: str) -> dict:
     return found
 
 
+def _investigations(folder: str) -> dict:
+    """The same for benchmarks/investigations/: one-off studies, run by the same `bench NAME`."""
+    sub = os.path.join(folder, "investigations")
+    return _benchmarks(sub) if os.path.isdir(sub) else {}
+
+
 def run_bench(name: str, quick: bool) -> int:
     folder = _repo_benchmarks()
     if folder is None:
         raise ConfigError("bench: no benchmarks/ folder beside the package; run from a clone of the repository")
-    available = _benchmarks(folder)
-    if name not in available:
-        raise ConfigError(f"bench: unknown benchmark {name!r}; available: {', '.join(available)}")
-    if quick and not available[name]:  # it would run in full, or die in argparse: say so instead
+    available, studies = _benchmarks(folder), _investigations(folder)
+    if name in available:
+        script, has_quick = os.path.join(folder, f"{name}.py"), available[name]
+    elif name in studies:
+        script, has_quick = os.path.join(folder, "investigations", f"{name}.py"), studies[name]
+    else:
+        raise ConfigError(f"bench: unknown benchmark {name!r}; available: {', '.join(available)}; "
+                          f"investigations (one-off studies): {', '.join(studies)}")
+    if quick and not has_quick:  # it would run in full, or die in argparse: say so instead
         raise ConfigError(f"bench: {name} has no --quick mode; run 'coresets-jax bench {name}' for the full run")
-    command = [sys.executable, os.path.join(folder, f"{name}.py")] + (["--quick"] if quick else [])
+    command = [sys.executable, script] + (["--quick"] if quick else [])
     _log("running " + " ".join(command))
-    return subprocess.call(command, cwd=os.path.dirname(folder))
+    code = subprocess.call(command, cwd=os.path.dirname(folder))
+    if code != 0:  # the script's own traceback is above; the exit status says the run failed
+        print(f"bench: {name} failed with exit status {code}", file=sys.stderr)
+    return code
 
 
 def info() -> str:
@@ -111,7 +125,8 @@ def _parser() -> argparse.ArgumentParser:
     run_p.add_argument("--sample", action="store_true",
                        help="also run MCMC on each coreset and the full data; adds the W1/floor column")
     bench_p = sub.add_parser("bench", help="run a benchmark script from benchmarks/",
-                             description="Run benchmarks/NAME.py (its results go to benchmarks/results/).")
+                             description="Run benchmarks/NAME.py or benchmarks/investigations/NAME.py (their results go "
+                                         "to benchmarks/results/).")
     bench_p.add_argument("name", metavar="NAME", help="benchmark name, e.g. solvers")
     bench_p.add_argument("--quick", action="store_true", help="the benchmark's small, fast variant")
     sub.add_parser("info", help="versions, devices and the available methods",

@@ -53,7 +53,7 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
         benchmarks/models.py; "uniform" for sparse_vi).
       support_rows: rows projected for the `support` start: None (default) every row up to 50,000, else a
         uniform subsample of 50,000 (at least 4 M), the start's weights scaled by N / rows
-        (`posterior_driven/support.py`, measured in benchmarks/support_rows.py); an int sets the cap.
+        (`posterior_driven/support.py`, measured in benchmarks/investigations/support_rows.py); an int sets the cap.
       certify: certify the result against the full data (`cj.certify`) and attach it as `cs.certificate`.
         Posterior-driven methods certify their own draws (`info["samples"]`); for the others the draws are
         `cj.sample(model, data, key, weights=cs)` with NUTS, 2 chains of 500 + 500 steps on the coreset's rows.

@@ -36,7 +36,7 @@ Array = jax.Array
 
 # Chains x steps x rows x D below which sampling shows no bar. A tick costs 0.5-1 ms (more on a loaded
 # machine), and warm-up and sampling tick 20 times each: at 2^28 the cheapest kernel (RWMH, 0.7 s) lost
-# 6.7%; at 2^29 it runs ~1.4 s, and NUTS ~10x longer (benchmarks/progress_overhead.py). Shorter runs need
+# 6.7%; at 2^29 it runs ~1.4 s, and NUTS ~10x longer (benchmarks/investigations/progress_overhead.py). Shorter runs need
 # no bar.
 PROGRESS_MIN_WORK = 1 << 29
 

@@ -16,7 +16,7 @@ from jax.scipy.special import logsumexp
 from ..core import compiled
 from .vmf import VMFParams, pack, sample_vmf, _component_logits
 
-__all__ = ["ConditionalPiHat", "EMResult", "GibbsSamples", "conditional_pihat", "em", "gibbs"]
+__all__ = ["ConditionalPiHat", "EMResult", "GibbsSamples", "conditional_pihat", "em", "gibbs", "gibbs_core"]
 
 Array = jax.Array
 
@@ -122,8 +122,8 @@ class GibbsSamples(NamedTuple):
 
 
 @compiled.jit(static_argnames=("tau", "num_samples", "num_warmup", "thin", "unit_counts"))
-def _gibbs(key, x, w, init_mu, init_omega, tau, num_samples, num_warmup, thin, unit_counts=False):
-    """The sweep loop of `gibbs` (pure; vmap it over keys and weighted datasets). `unit_counts` (static):
+def gibbs_core(key, x, w, init_mu, init_omega, tau, num_samples, num_warmup, thin, unit_counts=False):
+    """The pure core of `gibbs`: its sweep loop, no checks (vmap it over keys and weighted datasets). `unit_counts` (static):
     every w_n <= 1, so ceil(w_n) is 0 or 1 and Eq. 7.7's multinomial is one categorical draw (much faster;
     exact in that case)."""
     counts = jnp.ceil(w)
@@ -177,6 +177,6 @@ def gibbs(key: Array, x: Array, weights: Array, init: VMFParams, tau: float = 50
                          f"{weights.shape}")
     if bool(jnp.any(weights < 0)):
         raise ValueError("weights: must be non-negative")
-    return _gibbs(key, x, weights, jnp.asarray(init.mu, x.dtype), jnp.asarray(init.omega, x.dtype),
+    return gibbs_core(key, x, weights, jnp.asarray(init.mu, x.dtype), jnp.asarray(init.omega, x.dtype),
                   float(tau), int(num_samples), int(num_warmup), int(thin),
                   bool(jnp.all(weights <= 1.0)))

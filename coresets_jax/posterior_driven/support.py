@@ -12,7 +12,7 @@ uniform subsample of R rows, but the target stays the full sum (HC Eq. 3.3):
 computed in one streamed pass over the N rows (chunks of `CHUNK` rows, memory O(CHUNK J)), so the solver
 reads an R x J matrix. Fitting the subsample's own sum scaled by N / R instead is a uniform coreset of R
 rows in disguise: on biketrips (N = 15,641, heavy-tailed counts) its posterior was 8-19 sd off (z2 69-354
-at R = 3,000-10,000; benchmarks/support_rows.py). `info["support_rows"]` records R.
+at R = 3,000-10,000; benchmarks/investigations/support_rows.py). `info["support_rows"]` records R.
 
 The target pass still evaluates J features on every row, J full-data gradient passes: at N = 10^6 and
 J = 500 that alone is several seconds, a tenth of full-data NUTS. So when the rows are subsampled, the start
@@ -36,7 +36,7 @@ from ..solvers.base import Problem, run
 
 __all__ = ["SUPPORT_ROWS", "resolve_rows", "support_start"]
 
-SUPPORT_ROWS = 50_000   # rows projected for the start by default (benchmarks/support_rows.py)
+SUPPORT_ROWS = 50_000   # rows projected for the start by default (benchmarks/investigations/support_rows.py)
 MIN_ROWS_PER_POINT = 4  # a start of M points is built on at least 4 M rows
 CHUNK = 16_384          # rows per step of the streamed pass for the target
 FEATURES_PER_DIM = 8    # subsampled starts use J_s = min(J, max(MIN_FEATURES, 8 D)) features

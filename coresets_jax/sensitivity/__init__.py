@@ -8,12 +8,13 @@ LR Algorithm 1 is also a registered construction, "sensitivity", so `cj.coreset(
 
 from ..registry import Construction, register
 from .clustering import KMeans, kmeans, kmeans_fn
-from .gaussian import gaussian_mean_coreset, gaussian_mean_sensitivity
+from .gaussian import gaussian_mean_coreset, gaussian_mean_sensitivity, gaussian_mean_sensitivity_core
 from .logistic import logistic_sensitivity, sensitivity_construction, sensitivity_coreset
-from .sampling import sensitivity_sample
+from .sampling import sensitivity_sample, sensitivity_sample_core
 
-__all__ = ["KMeans", "gaussian_mean_coreset", "gaussian_mean_sensitivity", "kmeans", "kmeans_fn",
-           "logistic_sensitivity", "sensitivity_construction", "sensitivity_coreset", "sensitivity_sample"]
+__all__ = ["KMeans", "gaussian_mean_coreset", "gaussian_mean_sensitivity", "gaussian_mean_sensitivity_core",
+           "kmeans", "kmeans_fn", "logistic_sensitivity", "sensitivity_construction", "sensitivity_coreset",
+           "sensitivity_sample", "sensitivity_sample_core"]
 
 register(Construction("sensitivity", sensitivity_construction, needs="posterior", random=True,
                       description="LR Algorithm 1: sensitivity sampling for logistic regression (k-means++ "

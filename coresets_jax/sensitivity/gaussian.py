@@ -12,13 +12,15 @@ from ..core import validate as _validate
 from ..core import compiled
 from .sampling import sensitivity_sample
 
-__all__ = ["gaussian_mean_coreset", "gaussian_mean_sensitivity"]
+__all__ = ["gaussian_mean_coreset", "gaussian_mean_sensitivity", "gaussian_mean_sensitivity_core"]
 
 Array = jax.Array
 
 
 @compiled.jit
-def _gaussian_mean_sensitivity(y: Array) -> Array:
+def gaussian_mean_sensitivity_core(y: Array) -> Array:
+    """The pure core of `gaussian_mean_sensitivity` (HC Eq. 6.3): jitted, vmappable over datasets, no checks
+    (identical rows give NaN)."""
     n = y.shape[0]
     ybar = jnp.mean(y, axis=0)
     dev = jnp.sum(jnp.square(y - ybar), 1)
@@ -36,7 +38,7 @@ def gaussian_mean_sensitivity(y: Any) -> Array:
     if y.shape[0] < 2:
         raise ValueError(f"y: needs at least 2 rows, got {y.shape[0]}")
     y = y.astype(jnp.promote_types(y.dtype, jnp.float32))
-    sens = _gaussian_mean_sensitivity(y)
+    sens = gaussian_mean_sensitivity_core(y)
     if not bool(jnp.all(jnp.isfinite(sens))):
         raise ValueError("y: all rows are identical, so the sensitivity (Eq. 6.3) is undefined")
     return sens

@@ -36,7 +36,7 @@ from ..core import validate as _validate
 from ..core import compiled
 from ..models.glm import logistic_regression as _logistic_regression
 from .clustering import KMeans, default_subsample, kmeans, kmeans_fn
-from .sampling import _sample, sensitivity_sample
+from .sampling import sensitivity_sample, sensitivity_sample_core
 
 __all__ = ["logistic_sensitivity", "sensitivity_coreset", "sensitivity_construction"]
 
@@ -199,7 +199,7 @@ def sensitivity_construction(model, size: int, k: int = 6, a: float = 3.0, cente
         radius = a / jnp.sqrt(jnp.maximum(clusters.score, jnp.finfo(Z.dtype).tiny))
         m = _lemma_3_1(Z, clusters, radius, centers == "exact")
         u = jnp.where(data_weights > 0, data_weights, 0.0).astype(m.dtype)
-        indices, weights = _sample(key_sample, u * m, size)
+        indices, weights = sensitivity_sample_core(key_sample, u * m, size)
         info = {"sensitivity_mean": jnp.mean(m), "radius": radius, "kmeans_score": clusters.score}
         return indices, weights * u[indices], info
 

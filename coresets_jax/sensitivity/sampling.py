@@ -13,13 +13,16 @@ from ..core.rows import inverse_cdf
 from ..core import compiled
 from ..solvers.base import aggregate_draws
 
-__all__ = ["sensitivity_sample"]
+__all__ = ["sensitivity_sample", "sensitivity_sample_core"]
 
 Array = jax.Array
 
 
 @compiled.jit(static_argnames=("size",))
-def _sample(key: Array, sensitivity: Array, size: int):
+def sensitivity_sample_core(key: Array, sensitivity: Array, size: int):
+    """The pure core of `sensitivity_sample`: `(indices, weights)` of M draws with p_n ∝ m_n, weights
+    1 / (p_n M), repeats sharing a slot (LR Algorithm 1 lines 7-13). Jitted, vmappable over keys, no checks:
+    `sensitivity` must be a non-negative (N,) vector with a positive entry."""
     # Inverse-CDF draws, O(N + M log N); `jax.random.categorical` with shape (M,) would hold M x N noise.
     total = jnp.sum(sensitivity)
     u = jax.random.uniform(key, (size,), sensitivity.dtype) * total
@@ -43,5 +46,5 @@ def sensitivity_sample(sensitivity: Any, size: int, key: Array, method: str = "s
         raise ValueError("sensitivity: must be non-negative with at least one positive entry")
     size = _validate.check_positive_int(size, "size")
     sensitivity = sensitivity.astype(jnp.promote_types(sensitivity.dtype, jnp.float32))
-    indices, weights = _sample(_validate.check_key(key), sensitivity, int(size))
+    indices, weights = sensitivity_sample_core(_validate.check_key(key), sensitivity, int(size))
     return Coreset(indices, weights, {}, method)

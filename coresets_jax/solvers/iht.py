@@ -23,7 +23,7 @@ differently, and on ill-conditioned V the zero start's path can drift from a sep
 Why: from 0, the first projection keeps the k points most correlated with y, and these all point the
 same way. Below the rank of V nothing cancels them, and IHT stalls in a worse local minimum than greedy
 selection. Yet on other problems the zero start wins (tests/test_iht.py). Measured in the IHT §5.1
-Gaussian setting (closed-form vectors, median forward KL over 10 trials; benchmarks/iht_gaussian.py):
+Gaussian setting (closed-form vectors, median forward KL over 10 trials; benchmarks/iht.py --starts):
   - D = 20, N = 200, K = 10 (rank 21): GIGA 3.1, init="zero" 9.0, the default 2.4;
   - D = 200, N = 600 (the paper's setting): init="zero" loses to GIGA in every trial at K <= 50 (K = 50:
     120 against 90) and wins in the median from K = 100. The default is <= GIGA in every trial at every K.

@@ -9,7 +9,7 @@ measured by
   - z2 against the cached full-data reference of models.py where one exists (biketrips_large).
 With `--refine`, Coreset MCMC (defaults) is also run from each start and measured the same way.
 
-    python benchmarks/support_rows.py --problems biketrips_large bradley_terry logistic_binary10 \
+    python benchmarks/investigations/support_rows.py --problems biketrips_large bradley_terry logistic_binary10 \
         --sizes 100 500 --rows 0 10000 3000 --trials 2          # 0 = every row
 Writes benchmarks/results/support_rows.json (each run, medians per cell, reductions).
 """
@@ -23,7 +23,7 @@ import sys
 import time
 import warnings
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ (this file: benchmarks/investigations/)
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
@@ -113,7 +113,7 @@ def main(argv=None, *, quick=None, out_dir=None):
     table = [{"problem": p, "M": m, "rows": rows, "features": f, **{k: float(np.median([r[k] for r in rs]))
                                                                     for k in rs[0] if k.startswith(("start_", "refine"))}}
              for (p, m, rows, f), rs in sorted(cells.items())]
-    result = {"environment": common.environment(), "command": "python benchmarks/support_rows.py " + " ".join(sys.argv[1:]),
+    result = {"environment": common.environment(), "command": "python benchmarks/investigations/support_rows.py " + " ".join(sys.argv[1:]),
               "reductions": {"trials": f"{trials} per cell", "draws": "2 x 500 NUTS after 500 warm-up per coreset",
                              "metric": "cj.certify KL estimate (no full-data MCMC); z2 only where models.py's "
                                        "reference is cached"},

@@ -5,7 +5,7 @@ sample with autodiff (value_and_grad), at the first 4 samples with a closed-form
 shipped projection against the same projection without the check (gradients only) and, for the closed
 form, against a check at every sample, alternating the variants in one run. Writes benchmarks/results/fisher_check_overhead.json.
 
-    PYTHONPATH=. /work/main/.venv/bin/python benchmarks/fisher_check_overhead.py [--n 20000 --j 200 --reps 7]
+    PYTHONPATH=. /work/main/.venv/bin/python benchmarks/investigations/fisher_check_overhead.py [--n 20000 --j 200 --reps 7]
 """
 
 from __future__ import annotations
@@ -66,7 +66,9 @@ def main():
     autodiff = closed._replace(grad_log_likelihood=None)
     rows = {}
     for name, model in (("closed_form", closed), ("autodiff", autodiff)):
-        new = lambda: projection._project(model, ds.train, thetas, coords, "fisher", chunk, jnp.float32)
+        # the shipped projection's pure core; key(3) draws the same coords as above
+        shipped = jax.jit(cj.project_fn(model, "fisher", dtype=jnp.float32, chunk_size=chunk))
+        new = lambda: shipped(jax.random.key(3), ds.train, thetas)
         old = lambda: _gradients_only(model, ds.train, thetas, coords, chunk)
         every = lambda: _check_every_sample(model, ds.train, thetas, coords, chunk)
         assert bool(jnp.allclose(new(), old(), rtol=1e-6, atol=1e-7))  # the same V where L_n is finite
@@ -85,7 +87,8 @@ def main():
         print(name, {k: round(v, 4) for k, v in med.items()}, "ratio", round(rows[name]["ratio"], 3))
     out = {"device": f"{platform.machine()} CPU, shared 2 cores (loaded by other jobs)", "jax": jax.__version__,
            "n": args.n, "j": args.j, "reps": args.reps, "results": rows}
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "fisher_check_overhead.json")
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results",
+                        "fisher_check_overhead.json")
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
     import matplotlib

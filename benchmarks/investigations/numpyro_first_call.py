@@ -6,7 +6,7 @@ process, so every compilation is included; built-in and NumPyro runs alternate. 
 time of `from_numpyro` (0 for the built-in), of the first `cj.coreset` call, and of a second call.
 Writes benchmarks/results/numpyro_first_call.json.
 
-    python benchmarks/numpyro_first_call.py [--repeats 3]
+    python benchmarks/investigations/numpyro_first_call.py [--repeats 3]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import statistics
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ (this file: benchmarks/investigations/)
 
 CHILD = r"""
 import json, sys, time

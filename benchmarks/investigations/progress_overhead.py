@@ -9,7 +9,7 @@ Three loops, each timed after compilation, alternating on/off runs, medians over
   steps x N x D >= 2^28), the worst case. Smaller runs trace no callback.
 Progress "on" draws real tqdm bars (to stderr). Writes benchmarks/results/progress_overhead.json.
 
-    python benchmarks/progress_overhead.py [--quick] 2>/dev/null
+    python benchmarks/investigations/progress_overhead.py [--quick] 2>/dev/null
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from coresets_jax.inference import driver
 from coresets_jax.registry import resolve
 from coresets_jax.solvers import make_problem, run
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ (this file: benchmarks/investigations/)
 
 
 def timed(fn, *args):

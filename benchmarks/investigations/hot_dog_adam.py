@@ -10,7 +10,7 @@ posterior mean against the full-data reference (2 x 1000 NUTS draws of the cores
 noise floor. The figure's quantity is median z2 of Adam(gamma) / median z2 of Hot DoG: above 1 means Hot
 DoG is better.
 
-    python benchmarks/hot_dog_adam.py --problems gaussian_location biketrips_large --sizes 100 --trials 2 \
+    python benchmarks/investigations/hot_dog_adam.py --problems gaussian_location biketrips_large --sizes 100 --trials 2 \
         --iters 5000
 Runs are appended to benchmarks/results/tmp/hot_dog_adam_runs.jsonl (resumable); the report is
 benchmarks/results/hot_dog_adam.{json,png}.
@@ -22,7 +22,7 @@ import json
 import os
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ (this file: benchmarks/investigations/)
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
@@ -121,7 +121,7 @@ def main(argv=None, *, quick=None, out_dir=None):
                         rows.append(row)
                         os.makedirs(models.TMP, exist_ok=True)
                         with open(LEDGER, "a") as f:
-                            f.write(json.dumps(common._jsonable(row)) + "\n")
+                            f.write(json.dumps(common.jsonable(row)) + "\n")
                         print("  " + json.dumps({k: (round(v, 5) if isinstance(v, float) else v)
                                                  for k, v in row.items()}), flush=True)
     return report([r for r in rows if "error" not in r], args.out)

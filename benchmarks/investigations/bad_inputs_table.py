@@ -5,8 +5,8 @@ exception type and message (first line, truncated) or "returned ...". The {0, 1}
 largest difference from the {-1, +1} result. Only the public API is used, so the same script runs against
 an older checkout:
 
-    PYTHONPATH=/work/main /work/main/.venv/bin/python benchmarks/bad_inputs_table.py --out /tmp/before.json
-    PYTHONPATH=. /work/main/.venv/bin/python benchmarks/bad_inputs_table.py \
+    PYTHONPATH=/work/main /work/main/.venv/bin/python benchmarks/investigations/bad_inputs_table.py --out /tmp/before.json
+    PYTHONPATH=. /work/main/.venv/bin/python benchmarks/investigations/bad_inputs_table.py \
         --out benchmarks/results/bad_inputs.json --before /tmp/before.json --markdown
 
 With --before, the JSON also holds the earlier outcomes and --markdown prints the table.
@@ -26,7 +26,7 @@ import warnings
 import jax
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ (this file: benchmarks/investigations/)
 
 
 def _load_table():
