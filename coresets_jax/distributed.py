@@ -125,7 +125,9 @@ def merged_coreset(V: Any, size: int, num_shards: Optional[int] = None, method: 
       num_shards: C. Default: the number of devices V (or the data) is sharded over; required for unsharded
         input, so that a script builds the same coreset on every machine.
       method: any name in `cj.METHODS` or `cj.POSTERIOR_METHODS`, or a `cj.Construction`.
-      key: PRNG key, split across shards; required by the random methods.
+      key: PRNG key, split across shards; required by the random methods. A posterior-driven method's shard c
+        runs its core with key `split(split(key, 3)[2], C)[c]` (the first two: pi_hat's fit and its start),
+        so a shard's slots equal `cj.coreset_fn(...)` run alone on its rows (tests/posterior_plumbing.py).
       model, data, pi_hat: for posterior-driven methods, which need the model and the data instead of V
         (pass V=None): each shard's rows get their own run of the method's pure core, all in one vmapped
         call; pi_hat ("laplace", the default: a Laplace fit on all the data; "prior"; an (S, D) array of
