@@ -16,9 +16,11 @@ full-data reference (two independent full-data runs: NUTS, the Gibbs kernel, or 
     diagnostics (iterations, hot-start length, convergence).
 Spike and slab: only the continuous coordinates (beta, log sigma^2) enter the metrics, as in the papers.
 
-Runs are appended, one JSON line each, to benchmarks/results/tmp/models_runs.jsonl (resumable; a run
-already there is skipped), reference draws are cached in benchmarks/results/tmp/, and `--report`
-writes benchmarks/results/models.json and .png from the ledger.
+Runs are appended, one JSON line each with the commit that produced it, to
+benchmarks/results/tmp/models_runs.jsonl (resumable; a run already there is skipped), reference draws are
+cached in benchmarks/results/tmp/, and `--report` writes benchmarks/results/models.json and .png from the
+ledger. `--seed-ledger` starts an empty ledger from the runs committed in results/models.json (tagged with
+that file's commit), so a new session can add cells to the committed table.
 
     python benchmarks/models.py --problems phishing biketrips_large --sizes 100 500 --trials 3
     python benchmarks/models.py --report
@@ -248,6 +250,18 @@ def append(row: dict) -> None:
         f.write(json.dumps(common.jsonable(row)) + "\n")
 
 
+def seed_ledger(path: str) -> None:
+    """Start an empty ledger from a committed report's runs, each tagged with that report's commit."""
+    if ledger():
+        raise SystemExit(f"--seed-ledger: {LEDGER} already holds runs; move it away first")
+    with open(path) as f:
+        committed = json.load(f)
+    commit = committed["environment"]["git_commit"]
+    for row in committed["runs"]:
+        append({**row, "commit": row.get("commit", commit)})
+    print(f"seeded {LEDGER} with {len(committed['runs'])} runs from {path}", flush=True)
+
+
 def report(rows: list, out_dir: str, stem: str = "models") -> dict:
     """Medians per (problem, M, method), the best Hilbert method per cell, and the issue's targets."""
     cells = {}
@@ -355,6 +369,8 @@ def main(argv=None, *, quick=None, out_dir=None):
         p.add_argument("--label", default=None, help="method label in the ledger (default: the method)")
         p.add_argument("--label-suffix", default="", help="appended to each method's label (e.g. a code version)")
         p.add_argument("--report", action="store_true", help="only aggregate the ledger")
+        p.add_argument("--seed-ledger", action="store_true",
+                       help="start an empty ledger from the runs in results/models.json")
         p.add_argument("--markdown", action="store_true", help="with --report: print the README table")
         p.add_argument("--data-dir", default=common.DATA_DIR)
 
@@ -369,9 +385,12 @@ def main(argv=None, *, quick=None, out_dir=None):
                              ("quasi_newton", {"num_iters": 3})):
             rows.append(run_one(name, problem, ref, method, 50, 0, opts, method))
         return report(rows, args.out, "models_quick")
+    if args.seed_ledger:
+        seed_ledger(os.path.join(common.RESULTS, "models.json"))
     if not args.report:
         done = {(r["problem"], r["method"], r["M"], r["trial"]) for r in ledger()}
         options = json.loads(args.options)
+        commit = common.environment()["git_commit"]  # each row says which code produced it
         for name in args.problems:
             problem = load_problem(name, args.data_dir)
             ref = reference(name, problem)
@@ -391,7 +410,7 @@ def main(argv=None, *, quick=None, out_dir=None):
                         except Exception as err:  # recorded, so one failure does not hide the rest
                             row = {"problem": name, "method": label, "M": size, "trial": trial,
                                    "error": f"{type(err).__name__}: {err}"[:500]}
-                        append(row)
+                        append({**row, "commit": commit})
                         print("  " + json.dumps({k: (round(v, 4) if isinstance(v, float) else v)
                                                  for k, v in row.items()}), flush=True)
     result = report([r for r in ledger() if "error" not in r], args.out)
