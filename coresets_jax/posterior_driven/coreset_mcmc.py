@@ -67,10 +67,9 @@ from .common import (check_bool, check_count, check_fraction, check_kernel, chec
                      kl_estimate, run_until_stationary, set_up)
 from .compare import Z, better, paired_kl_difference
 from .gradient import kl_gradient, kl_gradient_from_target
-from .natural import (Preconditioner, effective_dimension, natural_direction, push_history,
-                      refresh_preconditioner, window_gradient)
+from .natural import Preconditioner, effective_dimension, newton_step, push_history
 from .optimizers import dog_cumulative, hot_dog
-from .stopping import FIRST_BLOCK, NUM_BLOCKS, Blocks, drift_kl, push_block, thirds
+from .stopping import Blocks, init_blocks, push_block, stop_check, thirds
 
 __all__ = ["coreset_mcmc", "kl_gradient", "kl_gradient_from_target"]
 
@@ -79,7 +78,6 @@ OPTIMIZERS = ("newton", "hot_dog", "adam", "dog_cumulative")
 RESERVOIR = 16           # recent iterations whose chain states estimate the drift's variance
 HOT_START_EVERY = 30     # hot-dog.md §2.1: the test runs every 30 steps
 HOT_START_THRESHOLD = 0.5
-CAPPED_GAIN = 0.02        # the moving average of trust-region caps spans ~50 iterations
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -233,18 +231,11 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
             target = estimate(k_sub, thetas)
             grad = kl_gradient_from_target(core, target, s.weights)
             grad = jnp.where(live & jnp.isfinite(grad), grad, 0.0)
-            precond = s.precond
-            capped = s.capped
-            if newton:
-                precond = push_history(precond, core, target)
-                precond = jax.lax.cond(s.step % refresh == 0, lambda p: refresh_preconditioner(p, live, s.weights, tau),
-                                       lambda p: p, precond)
-                direction = natural_direction(precond, window_gradient(precond, s.weights))
-                direction = jnp.where(live & jnp.isfinite(direction), step_fraction * direction, 0.0)
-                # Trust region: the move's predicted KL, (1/2) |Phi delta|^2, at most `trust` nats.
-                moved = 0.5 * jnp.sum(jnp.square(precond.basis @ direction))
-                grad = direction * jnp.minimum(1.0, jnp.sqrt(trust / jnp.maximum(moved, 1e-30)))
-                capped = (1.0 - CAPPED_GAIN) * capped + CAPPED_GAIN * (moved > trust).astype(dtype)
+            precond, capped = s.precond, s.capped
+            if newton:  # a descent step, negated below to undo optax's sign convention
+                grad, precond, capped = newton_step(precond, core, target, s.weights, live, s.step, capped,
+                                                    refresh=refresh, tau=tau, step_fraction=step_fraction,
+                                                    trust=trust)
             updates, opt_state = opt.update(grad, s.opt_state, s.weights)
             if newton:
                 updates = -updates
@@ -254,14 +245,10 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
             step = s.step + 1
 
             def check(_):
-                w_a, w_b = thirds(blocks)
-                flat = recent.reshape(-1, d)
-                drift = drift_kl(lls(flat), w_a, w_b)
                 window = jnp.arange(precond.history.shape[0]) < precond.filled
-                level = kl_estimate(precond.history, precond.targets, w_b, window)
-                # A run whose steps the trust region still shortens is travelling, whatever its drift.
-                ok = ((blocks.count >= 6) & (step >= min_iters) & (drift <= jnp.maximum(tol, rel_tol * level))
-                      & (capped < 0.5))
+                level = kl_estimate(precond.history, precond.targets, thirds(blocks)[1], window)
+                drift, ok = stop_check(blocks, lls(recent.reshape(-1, d)), level, step, capped,
+                                       min_iters=min_iters, tol=tol, rel_tol=rel_tol)
                 return drift, jnp.where(ok, s.passes + 1, 0)
 
             drift, passes = jax.lax.cond(complete & (blocks.count >= 6), check,
@@ -269,8 +256,7 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
             return TrainState(weights, opt_state, precond, chains, tuning, blocks, recent, step, passes, drift,
                               capped, passes >= 2, s.acceptance + acc, s.evaluations + evals, key)
 
-        blocks = Blocks(jnp.zeros((NUM_BLOCKS, m), dtype), jnp.asarray(0), jnp.asarray(FIRST_BLOCK),
-                        jnp.zeros(m, dtype), jnp.asarray(0))
+        blocks = init_blocks(m, dtype)
         recent = jnp.broadcast_to(chains.position.astype(dtype), (RESERVOIR, num_chains, d))
         init = TrainState(w0, opt.init(w0), precond, chains, tuning, blocks, recent, jnp.asarray(0), jnp.asarray(0),
                           jnp.asarray(jnp.inf, dtype), jnp.asarray(1.0 if newton else 0.0, dtype),

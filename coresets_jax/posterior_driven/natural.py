@@ -11,10 +11,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["Preconditioner", "effective_dimension", "natural_direction", "push_history",
+__all__ = ["Preconditioner", "effective_dimension", "natural_direction", "newton_step", "push_history",
            "refresh_preconditioner", "window_gradient"]
 
 Array = jax.Array
+CAPPED_GAIN = 0.02        # the moving average of trust-region caps spans ~50 iterations
 
 
 class Preconditioner(NamedTuple):
@@ -91,3 +92,24 @@ def natural_direction(pre: Preconditioner, grad: Array) -> Array:
     direction of Naik et al. with the covariance taken over recent chain states instead of fresh samples."""
     inner = jax.scipy.linalg.cho_solve((pre.chol, True), pre.basis @ grad)
     return (grad - pre.basis.T @ inner) / pre.ridge
+
+
+def newton_step(pre: Preconditioner, coreset_lls: Array, targets: Array, weights: Array, live: Array,
+                step: Array, capped: Array, *, refresh: int, tau: float, step_fraction: float,
+                trust: float) -> tuple[Array, Preconditioner, Array]:
+    """One "newton" update of Coreset MCMC (coreset_mcmc.py step 4): record the chain states, refresh the
+    preconditioner every `refresh` steps, and return (delta, preconditioner, capped) with
+
+        delta = step_fraction * (F + ridge I)^{-1} g_window,  shortened so that (1/2)|Phi delta|^2 <= trust,
+
+    the move's predicted KL change in the Fisher metric. `capped` is a moving average of whether the trust
+    region shortened the step: a run still shortened is travelling (the stopping rule waits for it)."""
+    pre = push_history(pre, coreset_lls, targets)
+    pre = jax.lax.cond(step % refresh == 0, lambda p: refresh_preconditioner(p, live, weights, tau),
+                       lambda p: p, pre)
+    direction = natural_direction(pre, window_gradient(pre, weights))
+    direction = jnp.where(live & jnp.isfinite(direction), step_fraction * direction, 0.0)
+    moved = 0.5 * jnp.sum(jnp.square(pre.basis @ direction))
+    delta = direction * jnp.minimum(1.0, jnp.sqrt(trust / jnp.maximum(moved, 1e-30)))
+    capped = (1.0 - CAPPED_GAIN) * capped + CAPPED_GAIN * (moved > trust).astype(capped.dtype)
+    return delta, pre, capped

@@ -8,7 +8,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["Blocks", "FIRST_BLOCK", "NUM_BLOCKS", "drift_kl", "push_block", "thirds"]
+__all__ = ["Blocks", "FIRST_BLOCK", "NUM_BLOCKS", "drift_kl", "init_blocks", "push_block", "stop_check",
+           "thirds"]
 
 Array = jax.Array
 NUM_BLOCKS = 60          # block averages kept by the stopping rule (a multiple of 6)
@@ -25,6 +26,11 @@ class Blocks(NamedTuple):
     length: Array
     current: Array
     filled: Array
+
+
+def init_blocks(size: int, dtype) -> Blocks:
+    return Blocks(jnp.zeros((NUM_BLOCKS, size), dtype), jnp.asarray(0), jnp.asarray(FIRST_BLOCK),
+                  jnp.zeros(size, dtype), jnp.asarray(0))
 
 
 def push_block(blocks: Blocks, weights: Array) -> tuple[Blocks, Array]:
@@ -67,3 +73,16 @@ def drift_kl(coreset_lls: Array, w_a: Array, w_b: Array) -> Array:
     delta = jnp.where((w_a > 0) | (w_b > 0), w_b - w_a, 0.0)
     values = jnp.where((w_a > 0) | (w_b > 0), coreset_lls, 0.0) @ delta
     return 0.5 * jnp.var(values) * values.shape[0] / jnp.maximum(values.shape[0] - 1, 1)
+
+
+def stop_check(blocks: Blocks, recent_lls: Array, level: Array, step: Array, capped: Array, *, min_iters: int,
+               tol: float, rel_tol: float) -> tuple[Array, Array]:
+    """(drift, passed) of the stopping rule (coreset_mcmc.py step 5) at a block end: the drift
+    KL(pi_{w_A} || pi_{w_B}) on the recent states' coreset log-likelihoods `recent_lls` is at most
+    max(tol, rel_tol * level), `level` being the KL estimate of pi_{w_B}, with at least 6 blocks and
+    `min_iters` steps, and the trust region no longer shortening most steps (`capped` < 1/2)."""
+    w_a, w_b = thirds(blocks)
+    drift = drift_kl(recent_lls, w_a, w_b)
+    passed = ((blocks.count >= 6) & (step >= min_iters) & (drift <= jnp.maximum(tol, rel_tol * level))
+              & (capped < 0.5))
+    return drift, passed

@@ -54,24 +54,8 @@ Cost: the NNLS lanes form the k x k support Gram, O(k^2 J) per iteration: neglig
 the printed rule's time at N = 10^4, k = 1000 (benchmarks/results/solvers.json, iht2_nnls). debias="step"
 gives Algorithm 3 as printed (and is the only rule with simplex=True: NNLS would not keep sum(w) = N).
 
-Exchange (iht2's swap=True, the default; NNLS lanes only). The NNLS de-bias makes A-IHT II a hard
-thresholding pursuit, which has fixed points: once the top k of z_t + mu g give supp(w_t) back, the NNLS
-returns the same weights, so w_{t+1} = w_t, tau = 0 and every later iteration repeats. The stop test only
-reports it (with tol = 0 and 300 iterations the issue 24 example below stays at 1.1e-2 from iteration 16 on).
-Rows in opposite pairs (v and -v beside each other) make such fixed points common: half of the rows the
-expansion of lines 3-4 offers have the wrong sign. So at a fixed point the lane tries one exchange: the row
-outside the support that lowers f most on its own (argmax g_n / ||v_n||, OMP's choice) takes the slot of the
-row whose removal costs least before the refit (argmin w_j ||v_j||; a free slot first), and the NNLS refits.
-The exchange is kept if it lowers f by more than sqrt(eps) relative, and the lane goes on from there with
-momentum; otherwise w_t is final and the lane stops. swap=False is the previous rule (stop at the first fixed
-point). Measured (relative error, float64; benchmarks/results/fidelity.json):
-  - issue 24's opposite pairs (J = 300, the K = 100 rows of the target, P = 450 rows a_p beside -a_p, one
-    offset row that puts sum v in the cone of the K rows; uniform(-1/2, 1/2), numpy seed 233): 1.1e-2 after
-    16 iterations -> 9.6e-7 after 22 (the NNLS tolerance); the authors' NumPy A-IHT II 3.3e-6 in 52. On four
-    other seeds of the same construction the authors' code ends at 0.07-0.15, the default at 0.9-1.9e-6;
-  - the cone example with its weights drawn first, where every A-IHT II variant stalled: 0.10 -> 1.3e-6;
-  - logistic Fisher features in float32, N = 1000 / 5000: 3.0e-3 / 7.1e-3 -> 1.2e-3 / 1.8e-3.
-It costs one masked argmax over N per NNLS lane and iteration, and the iterations the exchanges buy.
+Exchange (iht2's swap=True, the default; NNLS lanes only): at a fixed point of the support an NNLS lane
+swaps one row and refits instead of stopping (`exchange.py`, which gives the rule and its measurements).
 
 Iterates are kept sparse, as (indices, values) of their k slots, together with Phi w; one pass over V per
 iteration (the gradient at z_t); every other product gathers at most 3k rows.
@@ -86,6 +70,7 @@ import jax.numpy as jnp
 
 from ..core import validate as _validate
 from .base import Problem, Solver, matvec, run, take_rows, top_k
+from .exchange import exchange, exchange_failed
 from .giga import giga
 from .ops import combination, line_search, project_simplex, project_sparse_nonneg, refit_support, \
     scatter_dense, unique_mask
@@ -101,7 +86,7 @@ class IHTState(NamedTuple):
     objective[t] = f(w_t) (objective[0] = f(w_0)); converged is the stopping test of §5;
     (best_indices, best_values) is the iterate with the lowest objective so far, best_objective its f.
     stuck (NNLS lanes with swap=True): the last iteration left w unchanged (a fixed point of the support), so
-    the next one tries an exchange instead of stopping (module docstring, "Exchange").
+    the next one tries an exchange instead of stopping (`exchange.py`).
     """
 
     indices: jax.Array
@@ -190,26 +175,6 @@ def _aiht(size: int, max_iter: int, tol: float, simplex: bool, debias: Optional[
         phi_z = (1.0 + s.tau) * s.approx - s.tau * s.prev_approx
         return z, problem.target - phi_z
 
-    def _exchange(problem: Problem, s: IHTState, in_z: jax.Array, g: jax.Array, idx: jax.Array,
-                  val: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """(indices, warm start, possible) of the exchange tried at a fixed point, or (idx, val) otherwise.
-
-        At a fixed point z_t = w_t, so g = V (y - Phi w_t) and in_z = supp(w_t). The row outside the support
-        that lowers f most on its own, argmax g_n / ||v_n|| (OMP's choice), takes the slot of the row whose
-        removal costs least before the refit, argmin w_j ||v_j|| (a free slot first). The new row starts at
-        its exact non-negative step, max(g_n, 0) / ||v_n||^2; the NNLS de-bias then refits the support.
-        """
-        sigma = jnp.where(problem.valid, problem.norms, 1.0).astype(g.dtype)
-        score = jnp.where(problem.valid & ~in_z, g / sigma, -jnp.inf)
-        enter = jnp.argmax(score)  # under a data mesh: a local argmax per device, then one candidate each
-        gain, sig = take_rows(score, enter), take_rows(sigma, enter)
-        weak = jnp.where(s.values > 0, s.values * take_rows(sigma, s.indices), -1.0)
-        slot = jnp.argmin(weak)
-        swapped = (s.indices.at[slot].set(enter.astype(s.indices.dtype)),
-                   s.values.at[slot].set(jnp.maximum(take_rows(g, enter), 0.0) / (sig * sig)))
-        return (jnp.where(s.stuck, swapped[0], idx), jnp.where(s.stuck, swapped[1], val),
-                jnp.isfinite(gain) & (gain > 0))
-
     def iterate(rule: Optional[str], problem: Problem, s: IHTState, z: jax.Array, r: jax.Array,
                 g: jax.Array) -> IHTState:
         """One iteration given g = V r = -grad f(z_t) / 2 (the one pass over V, shared by all lanes)."""
@@ -229,7 +194,7 @@ def _aiht(size: int, max_iter: int, tol: float, simplex: bool, debias: Optional[
         approx = combination(problem, idx, val)
         exchanging = swap and rule == "nnls"
         if exchanging:  # at a fixed point the projection gives supp(w_t) back: exchange one row instead
-            idx, val, can_swap = _exchange(problem, s, in_z, g, idx, val)
+            idx, val, can_swap = exchange(problem, s.indices, s.values, s.stuck, in_z, g, idx, val)
         if rule == "nnls":  # the converged de-bias: min_{w >= 0 on supp(x_t)} f(w), warm-started at x_t
             _, val, _ = refit_support(problem, idx, val, _NNLS_MAX_ITER, _NNLS_TOL)
             approx = combination(problem, idx, val)
@@ -260,11 +225,8 @@ def _aiht(size: int, max_iter: int, tol: float, simplex: bool, debias: Optional[
         new = IHTState(idx, val, s.indices, s.values, approx, s.approx, tau, objective, converged,
                        s.iteration + 1, jnp.where(better, idx, s.best_indices),
                        jnp.where(better, val, s.best_values), jnp.where(better, f, s.best_objective), stuck)
-        if exchanging:
-            # keep an exchange only if it lowers f by more than rounding (sqrt(eps) relative: in float32 a
-            # round-off "gain" could otherwise cycle between two supports); else w_t is final
-            margin = 1.0 - jnp.sqrt(jnp.finfo(dtype).eps)
-            failed = s.stuck & ~(can_swap & (f < margin * s.objective[s.iteration]))
+        if exchanging:  # a rejected exchange leaves w_t final
+            failed = exchange_failed(s.stuck, can_swap, f, s.objective[s.iteration])
             new = jax.tree.map(lambda old, nw: jnp.where(failed, old, nw), s._replace(converged=True), new)
         return new
 
@@ -315,7 +277,7 @@ def iht2(size: int, max_iter: int = 300, tol: float = 1e-5, simplex: bool = Fals
     is "both", "giga" or "zero" (Algorithm 3 as printed); `debias` is "step" (lines 8-10 as printed: one
     exact line-search gradient step), "nnls" (the converged de-bias) or "both" (the default: the two rules
     in lockstep, the better returned; "step" only with simplex=True, where NNLS would not keep sum(w) = N).
-    `swap`: at a fixed point of the support an NNLS lane tries an exchange instead of stopping (module
-    docstring, "Exchange"); False stops there, as before.
-    Why the default differs from the printed rule: module docstring, "De-bias" and "Exchange"."""
+    `swap`: at a fixed point of the support an NNLS lane tries an exchange instead of stopping
+    (`exchange.py`); False stops there, as before.
+    Why the default differs from the printed rule: module docstring, "De-bias", and `exchange.py`."""
     return _aiht(size, max_iter, tol, simplex, debias=debias, init=init, swap=swap)
