@@ -163,3 +163,61 @@ def test_gibbs_coefficient_and_variance_conditionals_match_the_closed_form():
     precisions = np.exp(-log_s2)  # 1 / s2 ~ Gamma(shape, rate): mean shape / rate, var shape / rate^2
     np.testing.assert_allclose(precisions.mean(), shape / rate, rtol=5 * np.sqrt(1 / shape / 20000))
     np.testing.assert_allclose(precisions.var(), shape / rate ** 2, rtol=0.05)
+
+
+def newton_step_numpy(history, targets, weights, live, tau, step_fraction, trust):
+    """Coreset MCMC's "newton" step written from its docstring: F = Cov(L) over the window (rows of
+    `history`), the window gradient Phi^T (Phi w - t), two-metric projection (a zero weight with an outward
+    gradient is held), delta = step_fraction (F_free + ridge I)^{-1} g, shortened to (1/2)|Phi delta|^2 <= trust."""
+    n = history.shape[0]
+    phi = (history - history.mean(0)) / np.sqrt(n - 1)
+    phi[:, ~live] = 0.0
+    t = (targets - targets.mean()) / np.sqrt(n - 1)
+    w = np.where(weights > 0, weights, 0.0)
+    grad = phi.T @ (phi @ w - t)
+    free = live & ((weights > 0) | (grad < 0))
+    basis = np.where(free[None, :], phi, 0.0)
+    ridge = tau * np.trace(basis @ basis.T) / max(free.sum(), 1)
+    g = basis.T @ (basis @ w - t)
+    direction = step_fraction * np.linalg.solve(basis.T @ basis + ridge * np.eye(len(w)), g)
+    direction[~live] = 0.0
+    moved = 0.5 * np.sum((basis @ direction) ** 2)
+    return direction * min(1.0, np.sqrt(trust / moved)), moved
+
+
+@pytest.mark.parametrize("trust", [1e-3, 1e3])
+def test_newton_step_matches_numpy_and_keeps_its_trust_region(trust):
+    from coresets_jax.posterior_driven.natural import Preconditioner, newton_step
+
+    rng = np.random.default_rng(3)
+    rows, m, k = 32, 6, 2
+    history = rng.standard_normal((rows, m)) @ rng.standard_normal((m, m))
+    targets = history @ rng.uniform(0.5, 2.0, m) + 0.1 * rng.standard_normal(rows)
+    weights = np.array([1.0, 0.0, 2.0, 0.5, 0.0, 1.5])
+    live = np.array([True, True, True, True, True, False])
+    # the window is full after the step's own push of k states: fill rows - k, push the last k
+    f32 = lambda a: jnp.asarray(a, jnp.float32)  # noqa: E731
+    pre = Preconditioner(f32(np.vstack([history[:rows - k], np.zeros((k, m))])),
+                         f32(np.concatenate([targets[:rows - k], np.zeros(k)])), jnp.asarray(rows - k),
+                         jnp.zeros((rows, m)), jnp.zeros(rows), jnp.eye(rows), jnp.asarray(1.0))
+    delta, pre, capped = newton_step(pre, f32(history[rows - k:]), f32(targets[rows - k:]), f32(weights),
+                                     jnp.asarray(live), jnp.asarray(0), jnp.asarray(0.0), refresh=4, tau=1e-2,
+                                     step_fraction=0.5, trust=trust)
+    expected, moved = newton_step_numpy(history, targets, weights, live, 1e-2, 0.5, trust)
+    np.testing.assert_allclose(np.asarray(delta), expected, rtol=2e-3, atol=1e-6 * np.abs(expected).max())
+    predicted = 0.5 * np.sum((np.asarray(pre.basis) @ np.asarray(delta)) ** 2)
+    assert predicted <= trust * (1 + 1e-4)
+    # capped: a moving average with gain 0.02 of "the trust region shortened this step"
+    assert float(capped) == pytest.approx(0.02 * float(moved > trust))
+
+
+def test_exchange_is_rejected_unless_it_lowers_f_beyond_rounding():
+    from coresets_jax.solvers.exchange import exchange_failed
+
+    eps = np.finfo(np.float32).eps
+    stuck, possible = jnp.asarray(True), jnp.asarray(True)
+    f_old = jnp.asarray(100.0, jnp.float32)
+    assert bool(exchange_failed(stuck, possible, jnp.asarray(100.0 * (1 - 0.5 * np.sqrt(eps)), jnp.float32), f_old))
+    assert not bool(exchange_failed(stuck, possible, jnp.asarray(99.0, jnp.float32), f_old))
+    assert bool(exchange_failed(stuck, jnp.asarray(False), jnp.asarray(99.0, jnp.float32), f_old))
+    assert not bool(exchange_failed(jnp.asarray(False), possible, jnp.asarray(101.0, jnp.float32), f_old))
