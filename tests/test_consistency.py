@@ -15,7 +15,6 @@ README.md, "Batched, sharded and looped runs".)
 
 import json
 import os
-import re
 import subprocess
 import sys
 import textwrap

@@ -1,6 +1,5 @@
 """Hilbert Frank–Wolfe (HC Algorithm 2) and importance sampling (HC Algorithm 1) against theory and NumPy."""
 
-import functools
 
 import jax
 import jax.numpy as jnp

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 from scipy.optimize import nnls
 
 import coresets_jax as cj
-from coresets_jax.solvers import make_problem, ops
+from coresets_jax.solvers import ops
 
 
 def numpy_omp(V, M):
