@@ -191,10 +191,14 @@ def jsonable(x: Any) -> Any:
 def write_json(result: dict, out_dir: str, stem: str) -> str:
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"{stem}.json")
-    from coresets_jax.io import atomic_write
-
     text = json.dumps(jsonable(result), indent=1, allow_nan=False)  # fails before the file is touched
-    atomic_write(path, lambda f: f.write(text.encode()))
+    try:
+        from coresets_jax.io import atomic_write
+    except ImportError:  # an older checkout of the package (investigations/bad_inputs_table.py runs on one)
+        with open(path, "w") as f:
+            f.write(text)
+    else:
+        atomic_write(path, lambda f: f.write(text.encode()))
     return path
 
 
