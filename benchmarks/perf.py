@@ -100,7 +100,7 @@ def per_iteration(variants: dict, k1: int, k2: int, repeats: int) -> dict:
         for k in (k1, k2):
             calls[name, k] = lambda fn=make(k), arg=arg: fn(arg)
     runs = common.alternate(calls, repeats, runs=True)
-    return {name: float(np.median((np.subtract(runs[name, k2], runs[name, k1])) / (k2 - k1)))
+    return {name: float(np.median(np.subtract(runs[name, k2], runs[name, k1]) / (k2 - k1)))
             for name in variants}
 
 
