@@ -78,7 +78,8 @@ def test_every_benchmark_is_on_the_common_harness():
 
 
 def test_perf_modes_keep_the_committed_result_names():
-    # perf.py took in scale.py and batched.py (issue 23): each mode writes the stem its old script wrote.
+    # perf.py --scale and --batched were two scripts of their own (issue 23): each mode writes the stem its
+    # old script wrote, so the committed results stay valid.
     perf = _load("perf")
     assert set(perf.MODES) == {"perf", "scale", "batched"}
     for stem in perf.MODES:
