@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 import time
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
@@ -117,9 +118,12 @@ def batched_speedup(trial: Callable, keys: jax.Array, *args, repeats: int = 2) -
             "speedup": loop["median_s"] / b["median_s"], "output": b["output"]}
 
 
-def alternate(variants: dict, repeats: int) -> dict:
+def alternate(variants: dict, repeats: int, *, runs: bool = False) -> dict:
     """Median seconds of each zero-argument variant, after one warm-up call each, run in alternation so
-    that a change of load on a shared machine hits all of them alike (notes.md: compare side by side)."""
+    that a change of load on a shared machine hits all of them alike (notes.md: compare side by side).
+
+    With `runs=True`, each variant's list of `repeats` seconds instead, in the order they ran, for paired
+    quantities (the difference or ratio of two variants timed in the same round)."""
     for fn in variants.values():
         block(fn())
     times = {name: [] for name in variants}
@@ -128,7 +132,37 @@ def alternate(variants: dict, repeats: int) -> dict:
             t0 = time.perf_counter()
             block(fn())
             times[name].append(time.perf_counter() - t0)
+    if runs:
+        return times
     return {name: float(np.median(ts)) for name, ts in times.items()}
+
+
+def child(code: str, *args, devices: int = 1, env: Optional[dict] = None,
+          timeout: Optional[float] = None) -> dict:
+    """Run `code` in a fresh Python process and return the JSON object of its last stdout line that starts
+    with "JSON" (first calls, peak memory and forced devices need a process of their own).
+
+    The child imports this checkout's `coresets_jax` and this folder's modules (`import common`); its progress
+    bars are off and its stderr goes to ours. `devices` > 1 forces that many CPU devices (they share the
+    machine's cores: a code path, not a speed-up)."""
+    env = dict(os.environ, **(env or {}))
+    env.setdefault("CORESETS_JAX_PROGRESS", "0")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.dirname(HERE), HERE, env.get("PYTHONPATH")) if p)
+    if devices > 1:
+        env["JAX_PLATFORMS"] = "cpu"
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}".strip()
+    proc = subprocess.run([sys.executable, "-c", code, *map(str, args)], stdout=subprocess.PIPE, text=True,
+                          env=env, timeout=timeout, cwd=os.path.dirname(HERE))
+    if proc.returncode != 0:
+        raise RuntimeError(f"child process failed with exit status {proc.returncode} (its stderr is above)")
+    return json.loads([line for line in proc.stdout.splitlines() if line.startswith("JSON")][-1][4:])
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process in MB (VmHWM, Linux). Not ru_maxrss: it survives exec, so a fresh
+    child would report its parent's peak when that was larger."""
+    with open("/proc/self/status") as f:
+        return [int(line.split()[1]) for line in f if line.startswith("VmHWM")][0] / 1024
 
 
 def summary(values: Sequence[float]) -> dict:
@@ -157,10 +191,14 @@ def jsonable(x: Any) -> Any:
 def write_json(result: dict, out_dir: str, stem: str) -> str:
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"{stem}.json")
-    from coresets_jax.io import atomic_write
-
     text = json.dumps(jsonable(result), indent=1, allow_nan=False)  # fails before the file is touched
-    atomic_write(path, lambda f: f.write(text.encode()))
+    try:
+        from coresets_jax.io import atomic_write
+    except ImportError:  # an older checkout of the package (investigations/bad_inputs_table.py runs on one)
+        with open(path, "w") as f:
+            f.write(text)
+    else:
+        atomic_write(path, lambda f: f.write(text.encode()))
     return path
 
 

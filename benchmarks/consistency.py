@@ -1,8 +1,8 @@
 """Issue 24: batched (vmap) and sharded runs against the single-device loop, on ill-conditioned features.
 
-    .venv/bin/python benchmarks/consistency.py [--quick]    # writes results/consistency.json
+    python benchmarks/consistency.py [--quick]    # writes results/consistency.{json,png} (*_quick.* with --quick)
 
-Batched: 4 problems (logistic Fisher features, HC Eq. 5.7, of 4 synthetic data sets; N = 2000, J = 100,
+Batched: 4 problems (--trials; logistic Fisher features, HC Eq. 5.7, of 4 synthetic data sets; N = 2000, J = 100,
 M = 50, float32), each method's `jax.vmap(cj.build_fn(method, M))` against a loop of the jitted core: the
 error of each (relative, evaluated in float64) and the largest weight difference. Control: the same loop on
 the same problems with their rows permuted (8 permutations), which changes nothing but the order of the
@@ -15,20 +15,19 @@ A-IHT II runs with swap=True (the default) and swap=False (the previous rule) si
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import subprocess
 import sys
-import textwrap
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-import coresets_jax as cj
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [_HERE, os.path.dirname(_HERE)]  # this checkout's coresets_jax, then common
+import coresets_jax as cj  # noqa: E402
+import common  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 VARIANTS = [(m, {}) for m in cj.METHODS if not m.startswith("test_")] + [("iht2", {"swap": False})]
 
 
@@ -37,15 +36,10 @@ def label(method, opts):
 
 
 def fisher_problems(n, j, count, seed=10):
-    model = cj.models.logistic_regression()
-    out = []
-    for b in range(count):
-        key = jax.random.key(seed + b)
-        ds = cj.data.synthetic_logistic(key, n)
-        approx = cj.laplace(model, ds.train, key=key)
-        out.append(cj.project(model, ds.train, approx.sample(jax.random.key(seed + 100 + b), j), norm="fisher",
-                              key=jax.random.key(0)))
-    return jnp.stack(out)
+    return jnp.stack([common.logistic_problem(n, j, "fisher", data_key=jax.random.key(seed + b),
+                                              pihat_key=jax.random.key(seed + b),
+                                              theta_key=jax.random.key(seed + 100 + b),
+                                              proj_key=jax.random.key(0)).V for b in range(count)])
 
 
 def rel_error(V64, idx, w):
@@ -86,22 +80,15 @@ def batched(VB, M, permutations):
     return rows
 
 
-SHARDED = textwrap.dedent(r"""
-    import json, sys
-    import jax, jax.numpy as jnp, numpy as np
-    sys.path.insert(0, sys.argv[1])
-    import coresets_jax as cj
-    from consistency import VARIANTS, label, rel_error
+def sharded_process(n, j, M) -> None:
+    """Sharded over this process's 4 forced devices against one device (run by `common.child`)."""
     assert jax.device_count() == 4
-    n, j, M = (int(a) for a in sys.argv[2:5])
-    model = cj.models.logistic_regression()
+    n, j, M = int(n), int(j), int(M)
     key = jax.random.key(0)
-    ds = cj.data.synthetic_logistic(jax.random.key(1), n)
-    approx = cj.laplace(model, ds.train, key=key)
-    thetas = approx.sample(jax.random.key(2), j)
     out = []
     for norm in ("fisher", "centered"):
-        V = cj.project(model, ds.train, thetas, norm=norm, key=key)
+        V = common.logistic_problem(n, j, norm, data_key=jax.random.key(1), pihat_key=key,
+                                    theta_key=jax.random.key(2), proj_key=key).V
         V64, Vs = np.asarray(V, np.float64), cj.shard(V)
         for method, opts in VARIANTS:
             a, b = cj.build(V, M, method, key=key, **opts), cj.build(Vs, M, method, key=key, **opts)
@@ -110,32 +97,51 @@ SHARDED = textwrap.dedent(r"""
             print(f"{norm:>9} {label(method, opts):>16}: single {ea:.4g}  sharded {eb:.4g}  ratio {eb / ea:.3f}",
                   file=sys.stderr, flush=True)
     print("JSON" + json.dumps(out))
-""")
 
 
-def sharded(n, j, M):
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, "-c", SHARDED, HERE, str(n), str(j), str(M)], env=env, text=True,
-                          stdout=subprocess.PIPE, timeout=7200)
-    if proc.returncode:
-        raise RuntimeError(f"the 4-device run failed with exit status {proc.returncode}")
-    return json.loads([line for line in proc.stdout.splitlines() if line.startswith("JSON")][-1][4:])
-
-
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="N = 500 and 400, 2 permutations")
-    args = parser.parse_args()
+def main(argv=None, *, quick=None, out_dir=None) -> dict:
+    args = common.resolve(argv, quick, out_dir, __doc__)
     n, j, M, perms = (500, 50, 20, 2) if args.quick else (2000, 100, 50, 8)
-    out = dict(config=dict(doc=__doc__, jax=jax.__version__, device=str(jax.devices()[0]), cpu_count=os.cpu_count(),
-                           batched=dict(N=n, J=j, M=M, problems=4, permutations=perms, dtype="float32")))
-    out["batched"] = batched(fisher_problems(n, j, 4), M, perms)
+    problems = args.trials or 4
     sn, sj, sm = (400, 50, 20) if args.quick else (4000, 200, 50)
-    out["config"]["sharded"] = dict(N=sn, J=sj, M=sm, devices=4, dtype="float32")
-    out["sharded"] = sharded(sn, sj, sm)
-    name = "consistency_quick.json" if args.quick else "consistency.json"
-    with open(os.path.join(HERE, "results", name), "w") as f:
-        json.dump(out, f, indent=1)
+    out = dict(quick=bool(args.quick), environment=common.environment(),
+               config=dict(doc=__doc__, batched=dict(N=n, J=j, M=M, problems=problems, permutations=perms,
+                                                     dtype="float32"),
+                           sharded=dict(N=sn, J=sj, M=sm, devices=4, dtype="float32")))
+    out["batched"] = batched(fisher_problems(n, j, problems), M, perms)
+    out["sharded"] = common.child("import sys, consistency; consistency.sharded_process(*sys.argv[1:])",
+                                  sn, sj, sm, devices=4, timeout=7200)
+    stem = common.stem("consistency", args.quick)
+    common.write_json(out, args.out, stem)
+    plot(out, args.out, stem)
+    return out
+
+
+def plot(out, out_dir, stem):
+    """Batched over loop beside the spread that permuting the rows gives (rounding alone); sharded over one
+    device."""
+    fig, axes = common.figure(1, 2, size=(6.5, 4.0))
+    ax = axes[0][0]
+    for i, row in enumerate(out["batched"]):
+        ax.plot([i] * len(row["batched_over_loop"]), row["batched_over_loop"], "o", color="C0")
+        spread = [r for r in row["permuted_max_over_min"] if r is not None]  # none for the random methods
+        ax.plot([i + 0.2] * len(spread), spread, "s", color="C1", mfc="none")
+    ax.plot([], [], "o", color="C0", label="batched / loop")
+    ax.plot([], [], "s", color="C1", mfc="none", label="permuted rows: max / min")
+    ax.set_xticks(range(len(out["batched"])), [r["method"] for r in out["batched"]], rotation=60, ha="right",
+                  fontsize=7)
+    ax.set(yscale="log", ylabel="error ratio", title="vmap against a loop (float32, Fisher features)")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.legend(fontsize=8)
+    ax = axes[0][1]
+    for k, norm in enumerate(("fisher", "centered")):
+        rows = [r for r in out["sharded"] if r["features"] == norm]
+        ax.bar(np.arange(len(rows)) + 0.4 * k, [r["ratio"] for r in rows], 0.4, label=norm)
+    ax.set_xticks(np.arange(len(rows)) + 0.2, [r["method"] for r in rows], rotation=60, ha="right", fontsize=7)
+    ax.set(yscale="log", ylabel="sharded error / one-device error", title="4 forced CPU devices against one")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.legend(fontsize=8)
+    common.save_figure(fig, out_dir, stem)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 - `pipeline`: `cj.coreset` (Laplace, Fisher features J = 500, GIGA, M = 1000) on synthetic logistic regression
   (HC §7.2) at N = 10^6 and 10^7: the first call (compilation included) and the second. A size whose V
   would not fit in half the device's memory is skipped and says so;
-- `batched`: 100 trials in one `jax.vmap` call against a Python loop of them (`batched.solve_trials`: each
+- `batched`: 100 trials in one `jax.vmap` call against a Python loop of them (`perf.solve_trials`: each
   trial its own V, N = 10^4, J = 100, M = 50), for Frank–Wolfe, GIGA and OMP, the greedy solvers that are
   slower batched than looped on a 2-core CPU (Frank–Wolfe 3x, OMP 6.6x) and should win on an accelerator;
 - `coreset_mcmc`: `cj.coreset(..., "coreset_mcmc")` at N = 10^6, M = 100, first and second call;
@@ -84,7 +84,7 @@ def pipeline(n: int, cfg: dict, memory) -> dict:
 
 
 def batched(cfg: dict) -> dict:
-    import batched as bench  # benchmarks/batched.py
+    import perf  # benchmarks/perf.py (its --batched mode)
 
     n, j, size, trials = cfg["batched"]
     model = cj.models.logistic_regression()
@@ -95,7 +95,7 @@ def batched(cfg: dict) -> dict:
     keys = jax.random.split(jax.random.key(2), trials)
     out = {"N": n, "J": j, "M": size, "trials": trials}
     for method in ("frank_wolfe", "giga", "omp"):
-        out[method] = bench.solve_trials(Vs, keys, method, size, repeats=2)
+        out[method] = perf.solve_trials(Vs, keys, method, size, repeats=2)
         print("batched", method, {k: round(v, 4) for k, v in out[method].items()}, flush=True)
     return out
 

@@ -12,33 +12,32 @@ driven loop; compilation included), sample its posterior with NUTS (Coreset MCMC
   - the one-pass certificate (`cj.certify`, issue 22) from the same draws: PSIS k-hat and the estimate of
     KL(pi_w || pi), which need no full-data MCMC, beside the metrics above that do.
 
-Writes benchmarks/results/sota{tag}.json and .png (KL and normalised W1 against M and against total time).
+Writes results/sota{tag}.json and .png (KL and normalised W1 against M and against total time; *_quick.* with
+--quick), after every row so that an interrupted run keeps what it measured.
 
     python benchmarks/sota.py --quick                     # seconds-to-minutes smoke run
     python benchmarks/sota.py [--problems synth_logistic biketrips_large] [--n 100000] [--sizes 50 200]
                               [--samples 500] [--warmup 500] [--tag _x]
-Real data sets are read from --data-dir (default /work/shared/data); the package does not depend on them.
+Real data sets are read from --data-dir (default $CORESETS_DATA, else ../shared/data); the package does not
+depend on them.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
+import sys
 import time
 
-import sys
+import jax
+import jax.numpy as jnp
+import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))  # this checkout's package, not another installed copy
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [_HERE, os.path.dirname(_HERE)]  # this checkout's coresets_jax, then common
 import coresets_jax as cj  # noqa: E402
-from coresets_jax.core import weighted_log_density  # noqa: E402
+import common  # noqa: E402
+
 METHODS = ("uniform", "giga", "iht2", "omp", "sparse_vi", "quasi_newton", "coreset_mcmc")
 HILBERT = ("giga", "iht2", "omp")
 POSTERIOR = ("sparse_vi", "quasi_newton", "coreset_mcmc")
@@ -55,13 +54,6 @@ def load_problem(name: str, n: int, data_dir: str):
     ds = cj.load_npz(os.path.join(data_dir, name + ".npz"))
     model = cj.models.logistic_regression() if kind == "logistic" else cj.models.poisson_regression()
     return model, (ds.X, ds.y)
-
-
-def timed(fn):
-    start = time.perf_counter()
-    out = fn()
-    jax.block_until_ready(jax.tree_util.tree_leaves(out))
-    return out, time.perf_counter() - start
 
 
 def method_options(method: str, n: int, quick: bool, samples: int) -> dict:
@@ -87,7 +79,7 @@ def polished_mode(model, rows, weights, theta, steps: int = 5):
     A line search compares objective values, which float32 resolves only to ~eps |f|; the gradient is a sum
     of terms that cancel at the mode and keeps its resolution, so these steps reach the mode to ~eps
     relative, where the objective's own fit stalls."""
-    density = weighted_log_density(model, rows, jnp.asarray(weights, jnp.float32))
+    density = cj.weighted_log_density(model, rows, jnp.asarray(weights, jnp.float32))
     grad, hess = jax.jit(jax.grad(density)), jax.jit(jax.hessian(density))
     theta = jnp.asarray(theta, jnp.float32)
     for _ in range(steps):
@@ -139,14 +131,15 @@ def run_problem(name, args, log, save):
     log(f"== {name}: N = {n}, D = {data[0].shape[1]}")
     sample = lambda key, weights=None: cj.sample(model, data, key, weights=weights, num_samples=args.samples,
                                                  num_warmup=args.warmup, num_chains=2, warn=False)
-    cache = os.path.join(HERE, "results", "tmp", f"sota_ref_{name}_{n}_{args.samples}_{args.warmup}.npz")
+    cache = os.path.join(args.out, "tmp", f"sota_ref_{name}_{n}_{args.samples}_{args.warmup}.npz")
     if args.cached_reference and os.path.exists(cache):  # full-data draws and time of an earlier run
         z = np.load(cache)
         full_a, full_b, t_full = z["a"], z["b"], float(z["seconds"])
         log(f"   full-data NUTS draws and time from {cache} (an earlier run; its load may differ)")
     else:
-        full_a, t_full = timed(lambda: sample(jax.random.key(100)).samples)
-        full_b, _ = timed(lambda: sample(jax.random.key(101)).samples)
+        t = common.time_fn(lambda: sample(jax.random.key(100)).samples, repeats=0)  # compilation included
+        full_a, t_full = t["output"], t["compile_s"]
+        full_b = common.block(sample(jax.random.key(101)).samples)
         full_a = np.asarray(full_a).reshape(-1, full_a.shape[-1])
         full_b = np.asarray(full_b).reshape(-1, full_b.shape[-1])
         os.makedirs(os.path.dirname(cache), exist_ok=True)
@@ -169,20 +162,24 @@ def run_problem(name, args, log, save):
             if size > n:
                 continue
             key = jax.random.key(size)
+            # with --warm, each call is timed again, compiled: what a user pays on the second data set
+            repeats = 1 if args.warm else 0
             try:
-                build = lambda: cj.coreset(model, data, size, method, key=key, **opts)
-                cs, t_build = timed(build)
+                build = common.time_fn(lambda: cj.coreset(model, data, size, method, key=key, **opts),
+                                       repeats=repeats)
+                cs = build["output"]
                 if method == "coreset_mcmc":
-                    draw = lambda cs: cs.info["samples"]  # its own draws: no second run
+                    draw = lambda: cs.info["samples"]  # its own draws: no second run
                 else:
-                    draw = lambda cs: sample(jax.random.key(7 + size), cs).samples
-                draws, t_sample = timed(lambda: draw(cs))
+                    draw = lambda: sample(jax.random.key(7 + size), cs).samples
+                sampling = common.time_fn(draw, repeats=repeats)
+                draws = sampling["output"]
                 row = dict(problem=name, method=method, size=size, num_points=int(cs.num_points),
-                           build_s=t_build, sample_s=t_sample, total_s=t_build + t_sample, options=opts)
-                if args.warm:  # the same calls again, compiled: what a user pays on the second data set
-                    cs2, row["build_warm_s"] = timed(build)
-                    _, row["sample_warm_s"] = timed(lambda: draw(cs2))
-                    row["total_warm_s"] = row["build_warm_s"] + row["sample_warm_s"]
+                           build_s=build["compile_s"], sample_s=sampling["compile_s"],
+                           total_s=build["compile_s"] + sampling["compile_s"], options=opts)
+                if args.warm:
+                    row.update(build_warm_s=build["median_s"], sample_warm_s=sampling["median_s"],
+                               total_warm_s=build["median_s"] + sampling["median_s"])
             except Exception as err:  # record, keep going: one failing method must not hide the others
                 row = dict(problem=name, method=method, size=size, error=f"{type(err).__name__}: {err}")
             else:
@@ -205,17 +202,14 @@ def run_problem(name, args, log, save):
     return summary
 
 
-def plot(results, path):
-    import matplotlib
+def plot(results, out_dir, stem):
     import matplotlib.ticker
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     probs = results["problems"]
     panels = [("size", "mm_kl", "moment KL vs M"), ("size", "w1_normalised", "W1 / floor vs M"),
               ("size", "map_distance_sd", "mode distance (posterior sd) vs M"),
               ("total_s", "mm_kl", "moment KL vs total time"), ("total_s", "w1_normalised", "W1 / floor vs total time")]
-    fig, axes = plt.subplots(len(probs), len(panels), figsize=(21, 3.6 * len(probs)), squeeze=False)
+    fig, axes = common.figure(len(probs), len(panels), size=(4.2, 3.6))
     for r, prob in enumerate(probs):
         for method in METHODS:
             style = "-o" if method in POSTERIOR else "--s"
@@ -239,66 +233,57 @@ def plot(results, path):
             if ykey == "w1_normalised" or ykey == "map_distance_sd":
                 ax.axhline(1.0, color="k", lw=0.8, ls=":")
         axes[r, 0].legend(fontsize=7)
-    fig.suptitle(results["device"], fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    env = results["environment"]
+    fig.suptitle(f"{env['backend']} ({env['device_kind']}), {env['cpu_count']} logical cores", fontsize=9)
+    common.save_figure(fig, out_dir, stem)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--problems", nargs="+", default=None)
-    parser.add_argument("--methods", nargs="+", default=list(METHODS))
-    parser.add_argument("--n", type=int, default=100_000, help="rows of the synthetic problems")
-    parser.add_argument("--sizes", nargs="+", type=int, default=None)
-    parser.add_argument("--samples", type=int, default=None)
-    parser.add_argument("--warmup", type=int, default=None)
-    parser.add_argument("--sparse-vi-max-n", type=int, default=5000)
-    parser.add_argument("--data-dir", default="/work/shared/data")
-    parser.add_argument("--tag", default="")
-    parser.add_argument("--cached-reference", action="store_true",
-                        help="reuse the full-data NUTS draws and time saved by an earlier run (benchmarks/results/tmp)")
-    parser.add_argument("--warm", action="store_true",
-                        help="also time each construction and sampling a second time, compiled")
-    args = parser.parse_args()
+def _extra(p):
+    p.add_argument("--problems", nargs="+", default=None)
+    p.add_argument("--methods", nargs="+", default=list(METHODS))
+    p.add_argument("--n", type=int, default=100_000, help="rows of the synthetic problems")
+    p.add_argument("--sizes", nargs="+", type=int, default=None)
+    p.add_argument("--samples", type=int, default=None)
+    p.add_argument("--warmup", type=int, default=None)
+    p.add_argument("--sparse-vi-max-n", type=int, default=5000)
+    p.add_argument("--data-dir", default=common.DATA_DIR)
+    p.add_argument("--tag", default="", help="suffix of the output file names")
+    p.add_argument("--cached-reference", action="store_true",
+                   help="reuse the full-data NUTS draws and time saved by an earlier run (<out>/tmp)")
+    p.add_argument("--warm", action="store_true",
+                   help="also time each construction and sampling a second time, compiled")
+
+
+def main(argv=None, *, quick=None, out_dir=None) -> dict:
+    args = common.resolve(argv, quick, out_dir, __doc__, _extra)
     if args.quick:
         args.problems = args.problems or ["synth_logistic"]
         args.n = min(args.n, 1000)
         args.sizes = args.sizes or [20]
         args.samples, args.warmup = args.samples or 100, args.warmup or 100
-        args.tag = args.tag or "_quick"
     else:
         args.problems = args.problems or ["synth_logistic", "biketrips_large"]
         args.sizes = args.sizes or [50, 200]
         args.samples, args.warmup = args.samples or 500, args.warmup or 500
-    lines = []
-
-    def log(s):
-        print(s, flush=True)
-        lines.append(s)
-
-    device = (f"{jax.devices()[0].platform.upper()} ({jax.devices()[0].device_kind}), {os.cpu_count()} "
-              f"logical cores shared with other jobs, {platform.machine()}")
-    results = dict(device=device, command=" ".join(["python benchmarks/sota.py"] + sys.argv[1:]),
-                   config={k: v for k, v in vars(args).items()}, problems=[])
+    command = sys.argv[1:] if argv is None else list(argv)
+    results = dict(quick=bool(args.quick), environment=common.environment(),
+                   command=" ".join(["python benchmarks/sota.py"] + command), config=vars(args), problems=[])
     start = time.perf_counter()
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    base = os.path.join(HERE, "results", f"sota{args.tag}")
+    stem = common.stem(f"sota{args.tag}", args.quick)
 
     def save(current):
         done = [p for p in results["problems"] if p["problem"] != current["problem"]]
         out = dict(results, problems=done + [current], wall_s=time.perf_counter() - start)
-        with open(base + ".json", "w") as f:
-            json.dump(out, f, indent=1)
-        plot(out, base + ".png")
+        common.write_json(out, args.out, stem)
+        plot(out, args.out, stem)
 
     for name in args.problems:
-        results["problems"].append(run_problem(name, args, log, save))
+        results["problems"].append(run_problem(name, args, lambda s: print(s, flush=True), save))
     results["wall_s"] = time.perf_counter() - start
-    with open(base + ".json", "w") as f:
-        json.dump(results, f, indent=1)
-    plot(results, base + ".png")
-    log(f"wrote {base}.json and .png in {results['wall_s']:.0f} s")
+    path = common.write_json(results, args.out, stem)
+    plot(results, args.out, stem)
+    print(f"wrote {path} and .png in {results['wall_s']:.0f} s", flush=True)
+    return results
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ The quick modes are tiny (a few trials, one or two sizes); their cost is mostly 
 batched trial functions, so they are marked slow.
 """
 
+import ast
 import importlib.util
 import json
 import math
@@ -57,6 +58,32 @@ def _check(name, tmp_path, required):
     for sp in data["batched_speedup"].values():
         assert sp["batched_s"] > 0 and sp["loop_s"] > 0 and sp["speedup"] > 0
     return res, data
+
+
+def test_every_benchmark_is_on_the_common_harness():
+    # Issue 23: every program in benchmarks/ and benchmarks/investigations/ has main(argv, *, quick, out_dir)
+    # (so that its quick mode runs in-process) and writes its JSON, with the environment record, through
+    # common.py.
+    for folder in (BENCH, os.path.join(BENCH, "investigations")):
+        for name in sorted(f for f in os.listdir(folder) if f.endswith(".py")):
+            with open(os.path.join(folder, name)) as f:
+                source = f.read()
+            if 'if __name__ == "__main__":' not in source:
+                continue  # a helper (common.py, numpy_reference.py)
+            main = [n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "main"]
+            assert main, name
+            assert [a.arg for a in main[0].args.args] == ["argv"], name
+            assert [a.arg for a in main[0].args.kwonlyargs] == ["quick", "out_dir"], name
+            assert "common.environment()" in source and "common.write_json(" in source, name
+
+
+def test_perf_modes_keep_the_committed_result_names():
+    # perf.py --scale and --batched were two scripts of their own (issue 23): each mode writes the stem its
+    # old script wrote, so the committed results stay valid.
+    perf = _load("perf")
+    assert set(perf.MODES) == {"perf", "scale", "batched"}
+    for stem in perf.MODES:
+        assert os.path.isfile(os.path.join(BENCH, "results", f"{stem}.json")), stem
 
 
 @pytest.mark.slow

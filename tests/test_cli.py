@@ -134,12 +134,18 @@ def test_bench_runs_an_investigation_and_reports_a_failed_run(monkeypatch, capsy
     assert "failed with exit status 3" in capsys.readouterr().err
 
 
-def test_bench_quick_fails_loudly_where_a_script_has_no_quick_mode(capsys):
+def test_bench_quick_fails_loudly_where_a_script_has_no_quick_mode(tmp_path, monkeypatch, capsys):
     # Issue 23: `bench end_to_end --quick` died in argparse and `bench inference --quick` ran in full; both
-    # are now `inference.py` (with --quick). A script without a quick mode is refused, not run in full.
-    assert cli.main(["bench", "bad_inputs_table", "--quick"]) == 2
+    # are now `inference.py` (with --quick). Every script in benchmarks/ has a quick mode now, so a stand-in
+    # without one checks that such a script is refused, not run in full.
+    folder = os.path.join(REPO, "benchmarks")
+    assert all(cli._benchmarks(folder).values()) and all(cli._investigations(folder).values())
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "no_quick.py").write_text('if __name__ == "__main__":\n    pass\n')
+    monkeypatch.setattr(cli, "_repo_benchmarks", lambda: str(tmp_path / "benchmarks"))
+    monkeypatch.setattr(cli.subprocess, "call", lambda *a, **k: pytest.fail("a refused run must not start"))
+    assert cli.main(["bench", "no_quick", "--quick"]) == 2
     assert "has no --quick mode" in capsys.readouterr().err
-    assert cli._benchmarks(os.path.join(REPO, "benchmarks"))["inference"] is True
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["bench", "--help"], ["info", "--help"]])
