@@ -23,10 +23,12 @@ differently, and on ill-conditioned V the zero start's path can drift from a sep
 Why: from 0, the first projection keeps the k points most correlated with y, and these all point the
 same way. Below the rank of V nothing cancels them, and IHT stalls in a worse local minimum than greedy
 selection. Yet on other problems the zero start wins (tests/test_iht.py). Measured in the IHT §5.1
-Gaussian setting (closed-form vectors, median forward KL over 10 trials; benchmarks/iht.py --starts):
-  - D = 20, N = 200, K = 10 (rank 21): GIGA 3.1, init="zero" 9.0, the default 2.4;
-  - D = 200, N = 600 (the paper's setting): init="zero" loses to GIGA in every trial at K <= 50 (K = 50:
-    120 against 90) and wins in the median from K = 100. The default is <= GIGA in every trial at every K.
+Gaussian setting (closed-form vectors, median forward KL over 10 trials; benchmarks/iht.py --starts, with
+the exchange step):
+  - D = 20, N = 200, K = 10 (rank 21): GIGA 3.1, init="zero" 5.8 (<= GIGA in 2 of 10 trials), the default 1.3;
+  - D = 200, N = 600 (the paper's setting): init="zero" is <= GIGA in 2 of 10 trials at K = 10 and 6 of 10
+    at K = 25 (median 329 and 189 against 323 and 190), and in every trial from K = 100. The default is
+    <= GIGA in every trial at every K; the greedy start won in 9 of 10 trials at K <= 50.
 The greedy start costs GIGA's k passes over V. info["greedy_start"] says which start won.
 
 Note on constants: with g = V r = -grad f / 2, the line searches are s = <r, Phi g_S> / ||Phi g_S||^2 along
