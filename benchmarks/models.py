@@ -19,7 +19,8 @@ Spike and slab: only the continuous coordinates (beta, log sigma^2) enter the me
 Runs are appended, one JSON line each with the commit that produced it, to
 benchmarks/results/tmp/models_runs.jsonl (resumable; a run already there is skipped), reference draws are
 cached in benchmarks/results/tmp/, and `--report` writes benchmarks/results/models.json and .png from the
-ledger. `--seed-ledger` starts an empty ledger from the runs committed in results/models.json (tagged with
+ledger. `--redo COMMIT` re-runs the runs that commit produced (the report keeps the old ones as
+"<method>_previous"). `--seed-ledger` starts an empty ledger from the runs committed in results/models.json (tagged with
 that file's commit), so a new session can add cells to the committed table.
 
     python benchmarks/models.py --problems phishing biketrips_large --sizes 100 500 --trials 3
@@ -262,8 +263,21 @@ def seed_ledger(path: str) -> None:
     print(f"seeded {LEDGER} with {len(committed['runs'])} runs from {path}", flush=True)
 
 
+def run_key(row: dict) -> tuple:
+    return row["problem"], row["method"], row["M"], row["trial"]
+
+
+def supersede(rows: list) -> list:
+    """The latest run of each (problem, method, M, trial); an earlier run of the same key (older code, see
+    `--redo`) stays in the report as method "<method>_previous", so old and new code show side by side."""
+    latest = {run_key(r): r for r in rows}
+    return list(latest.values()) + [{**r, "method": r["method"] + "_previous"} for r in rows
+                                    if latest[run_key(r)] is not r]
+
+
 def report(rows: list, out_dir: str, stem: str = "models") -> dict:
     """Medians per (problem, M, method), the best Hilbert method per cell, and the issue's targets."""
+    rows = supersede(rows)
     cells = {}
     for r in rows:
         cells.setdefault((r["problem"], r["M"]), {}).setdefault(r["method"], []).append(r)
@@ -369,6 +383,8 @@ def main(argv=None, *, quick=None, out_dir=None):
         p.add_argument("--label", default=None, help="method label in the ledger (default: the method)")
         p.add_argument("--label-suffix", default="", help="appended to each method's label (e.g. a code version)")
         p.add_argument("--report", action="store_true", help="only aggregate the ledger")
+        p.add_argument("--redo", nargs="+", default=[], metavar="COMMIT",
+                       help="re-run the runs of these commits; the new runs supersede them in the report")
         p.add_argument("--seed-ledger", action="store_true",
                        help="start an empty ledger from the runs in results/models.json")
         p.add_argument("--markdown", action="store_true", help="with --report: print the README table")
@@ -388,7 +404,7 @@ def main(argv=None, *, quick=None, out_dir=None):
     if args.seed_ledger:
         seed_ledger(os.path.join(common.RESULTS, "models.json"))
     if not args.report:
-        done = {(r["problem"], r["method"], r["M"], r["trial"]) for r in ledger()}
+        done = {run_key(r) for r in ledger() if r.get("commit") not in args.redo}
         options = json.loads(args.options)
         commit = common.environment()["git_commit"]  # each row says which code produced it
         for name in args.problems:
