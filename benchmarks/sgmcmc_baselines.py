@@ -57,7 +57,7 @@ def score(draws, ref):
 def coreset_mcmc_evaluations(cs, n, num_features=500):
     info = cs.info
     k, draws = info["samples"].shape[0], info["samples"].shape[1]
-    steps = int(info["iterations"]) + 2 * int(info["hot_start_steps"]) + 2 * draws
+    steps = int(info["iterations"]) + int(info["hot_start_steps"]) + 2 * draws  # hot start, training, two draw rounds
     live = int(cs.num_points)
     per_step = float(info["density_evaluations_per_step"])
     return int(n * num_features + n + steps * k * per_step * live

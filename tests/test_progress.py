@@ -217,8 +217,8 @@ def test_coreset_mcmc_reports_its_iterations(shown):
     loud = run()
     np.testing.assert_array_equal(np.asarray(quiet.weights), np.asarray(loud.weights))  # same result either way
     assert [n for d, n, t in log if d == "coreset MCMC (iterations)"] == list(range(1, 21))
+    # the draws at the trained weights and at the start (step 7's comparison) run in one loop
     assert [n for d, n, t in log if d == "coreset MCMC (draws)"] == [1, 2, 3, 4]
-    assert [n for d, n, t in log if d == "coreset MCMC (draws at the start)"] == [1, 2, 3, 4]  # the comparison
     assert all(bar.closed for bar in bars)
     shown_so_far = len(log)
     progress.enabled(False)

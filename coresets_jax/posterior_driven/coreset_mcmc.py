@@ -41,8 +41,10 @@ rule and the safeguards below (ours).
    returned weights are w_B (Polyak-Ruppert averaging over the last third).
 6. **Draws.** The chains then take `num_draws` steps with the returned weights fixed: `info["samples"]`,
    shape (K, num_draws, D), are MCMC draws of the returned coreset's posterior.
-7. **Never worse than the start** (ours): the chains also draw `num_draws` steps at the start w_0 (after a
-   stationarity-tested burn-in), and the trained weights are kept only if a paired comparison of the two
+7. **Never worse than the start** (ours): K more chains draw `num_draws` steps at the start w_0, continuing
+   from the hot start's stationary states (kept for this; with `hot_start` off the stationarity-tested run
+   at w_0 still runs, for them only), in the same loop as step 6 (one compiled kernel for both rounds), and
+   the trained weights are kept only if a paired comparison of the two
    rounds (`compare.paired_kl_difference`) finds their KL(pi_w || pi) lower by `z` standard errors;
    otherwise the start and its draws are returned (`info["fell_back"]`, `info["kl_difference"]`).
    Comparing two independent KL estimates, as before, decided by their noise (benchmarks/README.md).
@@ -62,10 +64,11 @@ import optax
 from .. import progress as _progress
 from ..core import Model, weighted_log_density
 from ..inference import kernels as _kernels
-from ..inference.driver import init_chains, step_chains
+from ..inference.driver import step_chains
 from .common import (check_bool, check_count, check_fraction, check_kernel, check_positive, default_subsample,
                      kl_estimate, run_until_stationary, set_up)
 from .compare import Z, better, paired_kl_difference
+from .draws import paired_draws, stack
 from .gradient import kl_gradient, kl_gradient_from_target
 from .natural import Preconditioner, effective_dimension, newton_step, push_history
 from .optimizers import dog_cumulative, hot_dog
@@ -149,7 +152,8 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
       r: Hot DoG's initial step (0.001 in the paper).
       control_variate: the first-order control variate for the full-data estimate (`common`).
       hot_start: start the chains at the Laplace fit of pi_{w_0} (`common.coreset_start`) and run the
-        stationarity-tested hot start; off: start at pi_hat and train at once.
+        stationarity-tested hot start; off: start at pi_hat and train at once (a stationarity-tested run at
+        w_0 still gives step 7 its chains).
       adapt_gain: the constant Robbins-Monro gain on log step size for kernels that adapt one.
       z: the trained weights are kept only if a paired comparison with fresh draws at the start finds their
         KL lower by z standard errors (step 7; `compare.better`).
@@ -208,10 +212,15 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
             key, k_sub = jax.random.split(key)
             return push_history(pre, lls(chains.position), estimate(k_sub, chains.position)), key
 
-        chains, hot_steps, hot_done, (precond, _) = run_until_stationary(
-            k_hot, kernel, weighted_log_density(model, rows, w0), chains, tuning, settings,
-            max_hot_start if hot_start else 0, d, HOT_START_EVERY, HOT_START_THRESHOLD,
-            record, (precond0, jax.random.fold_in(k_hot, 1)))
+        # The stationary chains at w_0 also give step 7's draws at the start, so no second burn-in is needed.
+        # Without the hot start, training starts from pi_hat's start and an empty preconditioner at once.
+        at_start, hot_steps, hot_done, (precond, _) = run_until_stationary(
+            k_hot, kernel, weighted_log_density(model, rows, w0), chains, tuning, settings, max_hot_start, d,
+            HOT_START_EVERY, HOT_START_THRESHOLD, record, (precond0, jax.random.fold_in(k_hot, 1)))
+        if hot_start:
+            chains = at_start
+        else:
+            precond = precond0
 
         # ---- training
         def train_cond(s):
@@ -267,29 +276,23 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
         weights = jnp.where(state.blocks.count >= 3, w_b, state.weights)
         weights = jnp.where(live, weights, 0.0)
 
-        # ---- draws with the returned weights fixed; never worse than the start by a paired comparison
-        def draws_at(weights, key, burn_in):
-            density = weighted_log_density(model, rows, weights)
+        # ---- draws with the returned weights fixed, and at the start from the stationary chains at w_0, in one
+        # loop (one compiled kernel for both); never worse than the start by a paired comparison
+        pair = jnp.stack([weights, w0])
+        pair_keys = jnp.stack([k_draws, jax.random.fold_in(k_draws, 2)])
+        draws, accs = paired_draws(kernel, settings, lambda w: weighted_log_density(model, rows, w), pair,
+                                   stack(state.chains, at_start), stack(state.tuning, tuning), pair_keys, num_draws,
+                                   "coreset MCMC (draws)")
 
-            def draw(chains, key):
-                chains, info = step_chains(key, kernel, density, chains, state.tuning, settings, refresh=False)
-                return chains, (chains.position, info.acceptance_rate)
-
-            chains = init_chains(kernel, density, state.chains.position, state.tuning, settings)
-            if burn_in:  # the chains sat at pi_w: move them to this target first
-                chains, _, _, _ = run_until_stationary(jax.random.fold_in(key, 2), kernel, density, chains,
-                                                       state.tuning, settings, max_hot_start, d, HOT_START_EVERY,
-                                                       HOT_START_THRESHOLD)
-            _, (samples, acc) = _progress.scan(draw, chains, jax.random.split(key, num_draws),
-                                               desc="coreset MCMC (draws at the start)" if burn_in
-                                               else "coreset MCMC (draws)")
+        def summarise(w, samples, key):
             flat = samples.reshape(-1, d)
             core = lls(flat)
             target = estimate(jax.random.fold_in(key, 1), flat).astype(dtype)
-            return samples, acc, kl_estimate(core, target, weights), core, target
+            return kl_estimate(core, target, w), core, target
 
-        samples, acc, trained_kl, core, target = draws_at(weights, k_draws, False)
-        samples0, acc0, start_kl, core0, target0 = draws_at(w0, jax.random.fold_in(k_draws, 2), True)
+        kls, cores, targets = jax.vmap(summarise, in_axes=(0, 1, 0))(pair, draws, pair_keys)
+        samples, samples0, acc, acc0 = draws[:, 0], draws[:, 1], accs[:, 0], accs[:, 1]
+        trained_kl, start_kl, core, core0, target, target0 = kls[0], kls[1], cores[0], cores[1], targets[0], targets[1]
         comparison = paired_kl_difference(core0, target0, w0, core, target, weights, num_chains)
         fell_back = ~better(comparison, start_kl, trained_kl, z)
         weights = jnp.where(fell_back, w0, weights)
