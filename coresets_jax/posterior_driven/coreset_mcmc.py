@@ -72,7 +72,7 @@ from .draws import paired_draws, stack
 from .gradient import kl_gradient, kl_gradient_from_target
 from .natural import Preconditioner, effective_dimension, newton_step, push_history
 from .optimizers import dog_cumulative, hot_dog
-from .stopping import Blocks, init_blocks, push_block, stop_check, thirds
+from .stopping import Blocks, Plateau, init_blocks, init_plateau, plateau_check, push_block, stop_check, thirds
 
 __all__ = ["coreset_mcmc", "kl_gradient", "kl_gradient_from_target"]
 
@@ -106,6 +106,7 @@ class TrainState(NamedTuple):
     passes: Array
     drift: Array
     capped: Array
+    plateau: Plateau
     done: Array
     acceptance: Array
     evaluations: Array
@@ -118,7 +119,7 @@ class TrainState(NamedTuple):
 
 def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings: tuple = (),
                  num_chains: int = 2, num_iters: int = 20_000, min_iters: int = 300, tol: float = 1e-3,
-                 rel_tol: float = 1e-2,
+                 rel_tol: float = 1e-2, plateau_first: int = 500, plateau_z: float = 1.0,
                  num_warmup: int = 0, max_hot_start: int = 10_000, num_draws: int = 500,
                  subsample: int = 0, optimizer: str = "newton", learning_rate: float = 0.1,
                  learning_rate_decay: float = 0.0, r: float = 1e-3,
@@ -139,6 +140,8 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
       tol, rel_tol: the stopping rule's threshold on the drift KL(pi_{w_A} || pi_{w_B}):
         max(tol, rel_tol * KL), with KL the importance-sampling estimate of KL(pi_{w_B} || pi) on the
         recorded window (a coreset that cannot beat 1 nat need not be resolved to 0.001).
+      plateau_first, plateau_z: the plateau test's first checkpoint (then every doubling) and its z (step 5);
+        plateau_z = 0 switches the test off.
       num_warmup: tuning warm-up steps at w_0 before the hot start (for kernels that adapt).
       max_hot_start: the hot start's cap (hot-dog.md: 10,000).
       num_draws: steps with the final weights fixed, returned as `info["samples"]` (K, num_draws, D).
@@ -165,6 +168,9 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
     check_count(num_chains, "num_chains", 2)
     for name, value in (("num_iters", num_iters), ("num_draws", num_draws), ("max_hot_start", max_hot_start)):
         check_count(value, name)
+    check_count(plateau_first, "plateau_first", 2)
+    if isinstance(plateau_z, bool) or not isinstance(plateau_z, (int, float)) or not 0 <= plateau_z < float("inf"):
+        raise ValueError(f"plateau_z: must be a finite number >= 0, got {plateau_z!r}")
     for name, value in (("min_iters", min_iters), ("num_warmup", num_warmup), ("subsample", subsample)):
         check_count(value, name, 0)
     if optimizer not in OPTIMIZERS:
@@ -262,14 +268,20 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
 
             drift, passes = jax.lax.cond(complete & (blocks.count >= 6), check,
                                          lambda _: (s.drift, s.passes), None)
+            plateau = s.plateau
+            if newton and plateau_z > 0:  # the recorded window is current only for "newton", which keeps it
+                plateau = jax.lax.cond(step == plateau.check_at,
+                                       lambda p: plateau_check(p, precond, weights, num_chains, plateau_z),
+                                       lambda p: p, plateau)
             return TrainState(weights, opt_state, precond, chains, tuning, blocks, recent, step, passes, drift,
-                              capped, passes >= 2, s.acceptance + acc, s.evaluations + evals, key)
+                              capped, plateau, (passes >= 2) | plateau.flat, s.acceptance + acc,
+                              s.evaluations + evals, key)
 
         blocks = init_blocks(m, dtype)
         recent = jnp.broadcast_to(chains.position.astype(dtype), (RESERVOIR, num_chains, d))
         init = TrainState(w0, opt.init(w0), precond, chains, tuning, blocks, recent, jnp.asarray(0), jnp.asarray(0),
                           jnp.asarray(jnp.inf, dtype), jnp.asarray(1.0 if newton else 0.0, dtype),
-                          jnp.asarray(False), jnp.zeros(num_chains, dtype), jnp.asarray(0.0, dtype), k_loop)
+                          init_plateau(precond, w0, plateau_first), jnp.asarray(False), jnp.zeros(num_chains, dtype), jnp.asarray(0.0, dtype), k_loop)
         state = _progress.while_loop(train_cond, train_body, init, desc="coreset MCMC (iterations)",
                                      every=max(num_iters // 20, 1), total=num_iters)
         w_a, w_b = thirds(state.blocks)
@@ -302,7 +314,7 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
         info = {"samples": jnp.swapaxes(samples, 0, 1), "acceptance_rate": jnp.mean(acc, axis=0),
                 "training_acceptance_rate": state.acceptance / steps, "initial_weights": w0,
                 "final_iterate": state.weights, "iterations": state.step, "hot_start_steps": hot_steps,
-                "hot_start_converged": hot_done | (not hot_start), "converged": state.done,
+                "hot_start_converged": hot_done | (not hot_start), "converged": state.done, "plateau": state.plateau.flat,
                 "drift_kl": state.drift, "kl_estimate": final_kl,
                 "effective_dimension": effective_dimension(state.precond) if newton else jnp.nan,
                 "trained_kl_estimate": trained_kl, "trust_capped": state.capped, "start_kl_estimate": start_kl,

@@ -8,8 +8,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["Blocks", "FIRST_BLOCK", "NUM_BLOCKS", "drift_kl", "init_blocks", "push_block", "stop_check",
-           "thirds"]
+from .compare import MARGIN, paired_kl_difference
+from .natural import Preconditioner
+
+__all__ = ["Blocks", "FIRST_BLOCK", "NUM_BLOCKS", "Plateau", "drift_kl", "init_blocks", "init_plateau", "plateau_check",
+           "push_block", "stop_check", "thirds", "window_in_time_order"]
 
 Array = jax.Array
 NUM_BLOCKS = 60          # block averages kept by the stopping rule (a multiple of 6)
@@ -86,3 +89,41 @@ def stop_check(blocks: Blocks, recent_lls: Array, level: Array, step: Array, cap
     passed = ((blocks.count >= 6) & (step >= min_iters) & (drift <= jnp.maximum(tol, rel_tol * level))
               & (capped < 0.5))
     return drift, passed
+
+
+class Plateau(NamedTuple):
+    """The plateau test's state: the recorded window (coreset log-likelihoods `lls` (R, M) and full-data
+    estimates `targets` (R,), in time order) and the iterate `weights` at the last checkpoint, whether there
+    is one (`saved`), the step of the next checkpoint (`check_at`), and whether the test has passed (`flat`)."""
+
+    lls: Array
+    targets: Array
+    weights: Array
+    saved: Array
+    check_at: Array
+    flat: Array
+
+
+def init_plateau(pre: Preconditioner, weights: Array, first: int) -> Plateau:
+    return Plateau(jnp.zeros_like(pre.history), jnp.zeros_like(pre.targets), jnp.zeros_like(weights),
+                   jnp.asarray(False), jnp.asarray(first), jnp.asarray(False))
+
+
+def window_in_time_order(pre: Preconditioner) -> tuple[Array, Array]:
+    """The preconditioner's ring of recorded states, oldest first (for batch means over time)."""
+    shift = pre.filled % pre.history.shape[0]
+    return jnp.roll(pre.history, -shift, axis=0), jnp.roll(pre.targets, -shift)
+
+
+def plateau_check(plateau: Plateau, pre: Preconditioner, weights: Array, num_chains: int, z: float) -> Plateau:
+    """At a checkpoint (steps first, 2 first, 4 first, ...): compare the iterate with the last checkpoint's,
+    each with the recorded window of chain states that followed it, by the paired estimate of
+    KL(pi_now || pi) - KL(pi_then || pi) (`compare.paired_kl_difference`). The KL has stopped falling (`flat`)
+    when the pairing holds and the estimate is not below -MARGIN by `z` standard errors: the last doubling of
+    the run did not measurably bring the posterior closer. Far-apart posteriors (the pairing fails) are
+    still travelling."""
+    lls, targets = window_in_time_order(pre)
+    comparison = paired_kl_difference(plateau.lls, plateau.targets, plateau.weights, lls, targets, weights,
+                                      num_chains)
+    flat = plateau.saved & comparison.paired & (comparison.delta + z * comparison.se >= -MARGIN)
+    return Plateau(lls, targets, weights, jnp.asarray(True), 2 * plateau.check_at, flat)
