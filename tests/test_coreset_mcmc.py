@@ -71,7 +71,8 @@ def test_coreset_mcmc_options_are_checked():
                        (dict(kernel_settings={"no_such": 1}), "no_such"), (dict(support="frank"), "support"),
                        (dict(support="sparse_vi"), "support"),
                        (dict(control_variate=1), "control_variate"),
-                       (dict(hot_start="yes"), "hot_start")]:
+                       (dict(hot_start="yes"), "hot_start"), (dict(plateau_first=1), "plateau_first"),
+                       (dict(plateau_z=-1.0), "plateau_z"), (dict(plateau_z=float("inf")), "plateau_z")]:
         with pytest.raises(ValueError, match=match):
             cj.coreset(model, y, 2, "coreset_mcmc", **bad)
     for method in ("giga", "sparse_vi"):  # a vector method, and a posterior method that takes no start

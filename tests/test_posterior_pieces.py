@@ -1,7 +1,7 @@
 """The pieces the posterior-driven methods are built from, each against a NumPy twin written here or a
 closed form: the Hot DoG update (hot-dog.md §2.2, H2-H4) and our cumulative DoG, the hot-start
 stationarity statistic (H1), the slice kernel on a weighted Gaussian, and the spike-and-slab Gibbs
-conditionals."""
+conditionals, and Coreset MCMC's plateau test on a Gaussian family with closed-form KL."""
 
 import jax
 import jax.numpy as jnp
@@ -221,3 +221,72 @@ def test_exchange_is_rejected_unless_it_lowers_f_beyond_rounding():
     assert not bool(exchange_failed(stuck, possible, jnp.asarray(99.0, jnp.float32), f_old))
     assert bool(exchange_failed(stuck, jnp.asarray(False), jnp.asarray(99.0, jnp.float32), f_old))
     assert not bool(exchange_failed(jnp.asarray(False), possible, jnp.asarray(101.0, jnp.float32), f_old))
+
+
+# ----------------------------------------------------------------------------------------------------
+# The plateau test (coreset_mcmc.py step 5): one coreset point with L(theta) = -theta^2 / 2 under a N(0, 1)
+# prior, so pi_w = N(0, 1 / (1 + w)); the full data is 10 such points, pi = N(0, 1 / 11). Exact draws.
+
+
+def gaussian_window(key, w, rows):
+    theta = jax.random.normal(key, (rows,)) / jnp.sqrt(1.0 + w)
+    return (-0.5 * theta ** 2)[:, None], -5.0 * theta ** 2          # (R, 1) coreset L, (R,) full-data T
+
+
+def gaussian_kl(w, n=10.0):
+    """KL(N(0, 1/(1+w)) || N(0, 1/(1+n))) in closed form."""
+    ratio = (1.0 + n) / (1.0 + w)
+    return 0.5 * (ratio - 1.0 - np.log(ratio))
+
+
+def plateau_after(w_then, w_now, rows=256, seed=0, z=1.0, checks=1):
+    from coresets_jax.posterior_driven.natural import Preconditioner
+    from coresets_jax.posterior_driven.stopping import init_plateau, plateau_check
+
+    k1, k2 = jax.random.split(jax.random.key(seed))
+    lls0, t0 = gaussian_window(k1, w_then, rows)
+    lls1, t1 = gaussian_window(k2, w_now, rows)
+
+    def window(lls, t):  # a full ring, rotated as the preconditioner leaves it after `rows + 3` pushes
+        shift = 3
+        return Preconditioner(jnp.roll(lls, shift, axis=0), jnp.roll(t, shift), jnp.asarray(rows + shift),
+                              lls, t, jnp.eye(rows), jnp.asarray(1.0))
+
+    state = init_plateau(window(lls0, t0), jnp.ones(1), 500)
+    first = plateau_check(state, window(lls0, t0), jnp.array([w_then]), 2, z, checks)
+    second = plateau_check(first, window(lls1, t1), jnp.array([w_now]), 2, z, checks)
+    return first, second, (lls0, t0)
+
+
+def test_plateau_window_is_put_back_in_time_order_and_checkpoints_double():
+    first, second, (lls0, t0) = plateau_after(3.0, 9.0)
+    np.testing.assert_array_equal(np.asarray(first.lls), np.asarray(lls0))   # the ring unrolled
+    np.testing.assert_array_equal(np.asarray(first.targets), np.asarray(t0))
+    assert bool(first.saved) and not bool(first.flat)                          # nothing to compare with yet
+    assert (int(first.check_at), int(second.check_at)) == (1000, 2000)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_plateau_test_continues_while_the_kl_falls_and_stops_when_it_does_not(seed):
+    # w from 6 to 9: KL 0.0433 -> 0.0045 nats, a fall of ~0.04 nats, resolved by 256 exact draws.
+    assert gaussian_kl(6.0) - gaussian_kl(9.0) > 0.035
+    assert not bool(plateau_after(6.0, 9.0, seed=seed)[1].flat)
+    # w from 9.995 to 10.0: the KL falls by ~1e-7 nats, far below MARGIN; the pairing holds: flat.
+    assert bool(plateau_after(9.995, 10.0, seed=seed)[1].flat)
+    # Rising (w from 9 back to 6): the KL did not fall, so the test passes (the fallback to the start, step 7,
+    # guards the result).
+    assert bool(plateau_after(9.0, 6.0, seed=seed)[1].flat)
+    # From the prior (w = 0) to the exact posterior (w = 10): a fall of 3.8 nats, whether or not the
+    # importance weights between the two are usable: still travelling.
+    assert gaussian_kl(0.0) - gaussian_kl(10.0) > 3.5
+    assert not bool(plateau_after(0.0, 10.0, seed=seed)[1].flat)
+    # With checks=2 one flat checkpoint is not enough; a second flat one in a row is.
+    from coresets_jax.posterior_driven.natural import Preconditioner
+    from coresets_jax.posterior_driven.stopping import plateau_check
+
+    _, flat_once, _ = plateau_after(9.995, 10.0, seed=seed, checks=2)
+    assert int(flat_once.passes) == 1 and not bool(flat_once.flat)
+    lls, t = gaussian_window(jax.random.key(seed + 10), 10.0, 256)
+    again = Preconditioner(lls, t, jnp.asarray(256), lls, t, jnp.eye(256), jnp.asarray(1.0))
+    flat_twice = plateau_check(flat_once, again, jnp.array([10.0]), 2, 1.0, 2)
+    assert int(flat_twice.passes) == 2 and bool(flat_twice.flat)

@@ -37,7 +37,13 @@ rule and the safeguards below (ours).
    estimated on the chain states of recent iterations. Training stops when this drift is below
    max(`tol`, `rel_tol` KL) nats for two checks in a row (after `min_iters`), KL being the estimate of
    KL(pi_{w_B} || pi) on the recorded window, while (newton) the trust region shortens under half of the
-   recent steps (a run still shortened is travelling); or after `num_iters`; `info["converged"]` says which. The
+   recent steps (a run still shortened is travelling); or when the KL has stopped falling (the plateau test,
+   "newton" only): at steps `plateau_first` x 1, 2, 4, ... the iterate is compared with the last
+   checkpoint's, each with the window of chain states recorded after it, by the paired estimate of the KL
+   difference (`compare.paired_kl_difference`, as in step 7), and training stops when the pairing holds and
+   the KL fell by less than `plateau_z` standard errors (`stopping.plateau_check`; `info["plateau"]`): weights
+   that still wander under gradient noise can fail the drift test for ever while the posterior no longer
+   improves. Otherwise after `num_iters`; `info["converged"]` says whether a test passed. The
    returned weights are w_B (Polyak-Ruppert averaging over the last third).
 6. **Draws.** The chains then take `num_draws` steps with the returned weights fixed: `info["samples"]`,
    shape (K, num_draws, D), are MCMC draws of the returned coreset's posterior.
@@ -63,14 +69,15 @@ import optax
 
 from .. import progress as _progress
 from ..core import Model, weighted_log_density
+from ..core.arguments import check_float
 from ..inference import kernels as _kernels
 from ..inference.driver import step_chains
 from .common import (check_bool, check_count, check_fraction, check_kernel, check_positive, default_subsample,
-                     kl_estimate, run_until_stationary, set_up)
+                     run_until_stationary, set_up)
 from .compare import Z, better, paired_kl_difference
-from .draws import paired_draws, stack
+from .draws import kl_at_draws, paired_draws, stack
 from .gradient import kl_gradient, kl_gradient_from_target
-from .natural import Preconditioner, effective_dimension, newton_step, push_history
+from .natural import effective_dimension, empty_preconditioner, newton_step, push_history
 from .optimizers import dog_cumulative, hot_dog
 from .stopping import Blocks, Plateau, init_blocks, init_plateau, plateau_check, push_block, stop_check, thirds
 
@@ -89,10 +96,10 @@ HOT_START_THRESHOLD = 0.5
 
 class TrainState(NamedTuple):
     """weights: w; opt_state: the optimiser's; precond: the natural-gradient preconditioner; chains,
-    tuning: the kernel's; blocks: the stopping rule's; recent: (RESERVOIR, K, D) chain states of recent
+    tuning: the kernel's; blocks, plateau: the stopping rule's; recent: (RESERVOIR, K, D) chain states of recent
     iterations; step: iterations so far; passes: checks passed in a row; drift: the last drift estimate
-    (nats); capped: moving average of whether the trust region shortened the step; done: the stopping
-    rule passed; acceptance: summed per-chain acceptance; evaluations: density evaluations of all chains'
+    (nats); capped: moving average of whether the trust region shortened the step; done: a stopping
+    test passed; acceptance: summed per-chain acceptance; evaluations: density evaluations of all chains'
     steps (each costs one likelihood evaluation per live coreset row); key: the PRNG stream."""
 
     weights: Array
@@ -120,6 +127,7 @@ class TrainState(NamedTuple):
 def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings: tuple = (),
                  num_chains: int = 2, num_iters: int = 20_000, min_iters: int = 300, tol: float = 1e-3,
                  rel_tol: float = 1e-2, plateau_first: int = 500, plateau_z: float = 1.0,
+                 plateau_checks: int = 1,
                  num_warmup: int = 0, max_hot_start: int = 10_000, num_draws: int = 500,
                  subsample: int = 0, optimizer: str = "newton", learning_rate: float = 0.1,
                  learning_rate_decay: float = 0.0, r: float = 1e-3,
@@ -140,8 +148,8 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
       tol, rel_tol: the stopping rule's threshold on the drift KL(pi_{w_A} || pi_{w_B}):
         max(tol, rel_tol * KL), with KL the importance-sampling estimate of KL(pi_{w_B} || pi) on the
         recorded window (a coreset that cannot beat 1 nat need not be resolved to 0.001).
-      plateau_first, plateau_z: the plateau test's first checkpoint (then every doubling) and its z (step 5);
-        plateau_z = 0 switches the test off.
+      plateau_first, plateau_z, plateau_checks: the plateau test's first checkpoint (then every doubling), its
+        z, and the checkpoints in a row it must pass (step 5); plateau_z = 0 switches the test off.
       num_warmup: tuning warm-up steps at w_0 before the hot start (for kernels that adapt).
       max_hot_start: the hot start's cap (hot-dog.md: 10,000).
       num_draws: steps with the final weights fixed, returned as `info["samples"]` (K, num_draws, D).
@@ -169,15 +177,13 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
     for name, value in (("num_iters", num_iters), ("num_draws", num_draws), ("max_hot_start", max_hot_start)):
         check_count(value, name)
     check_count(plateau_first, "plateau_first", 2)
-    if isinstance(plateau_z, bool) or not isinstance(plateau_z, (int, float)) or not 0 <= plateau_z < float("inf"):
-        raise ValueError(f"plateau_z: must be a finite number >= 0, got {plateau_z!r}")
+    check_count(plateau_checks, "plateau_checks")
     for name, value in (("min_iters", min_iters), ("num_warmup", num_warmup), ("subsample", subsample)):
         check_count(value, name, 0)
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer: unknown value {optimizer!r}; expected one of {list(OPTIMIZERS)}")
-    if isinstance(learning_rate_decay, bool) or not isinstance(learning_rate_decay, (int, float)) \
-            or not 0 <= learning_rate_decay <= 1:
-        raise ValueError(f"learning_rate_decay: must be a number in [0, 1], got {learning_rate_decay!r}")
+    check_float(learning_rate_decay, "learning_rate_decay", 0, 1)
+    check_float(plateau_z, "plateau_z", 0)
     learning_rate, r, tol, rel_tol = (check_positive(v, n) for v, n in (
         (learning_rate, "learning_rate"), (r, "r"), (tol, "tol"), (rel_tol, "rel_tol")))
     check_fraction(adapt_gain, "adapt_gain")
@@ -208,10 +214,7 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
 
         # ---- hot start at w_0 (hot-dog.md §2.1), recording the states for the preconditioner
         m = w0.shape[0]
-        rows_kept = history
-        precond0 = Preconditioner(jnp.zeros((rows_kept, m), dtype), jnp.zeros(rows_kept, dtype), jnp.asarray(0),
-                                  jnp.zeros((rows_kept, m), dtype), jnp.zeros(rows_kept, dtype),
-                                  jnp.eye(rows_kept, dtype=dtype), jnp.asarray(1.0, dtype))
+        precond0 = empty_preconditioner(history, m, dtype)
 
         def record(carry, chains):
             pre, key = carry
@@ -259,19 +262,14 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
             blocks, complete = push_block(s.blocks, weights)
             step = s.step + 1
 
-            def check(_):
-                window = jnp.arange(precond.history.shape[0]) < precond.filled
-                level = kl_estimate(precond.history, precond.targets, thirds(blocks)[1], window)
-                drift, ok = stop_check(blocks, lls(recent.reshape(-1, d)), level, step, capped,
-                                       min_iters=min_iters, tol=tol, rel_tol=rel_tol)
-                return drift, jnp.where(ok, s.passes + 1, 0)
-
-            drift, passes = jax.lax.cond(complete & (blocks.count >= 6), check,
-                                         lambda _: (s.drift, s.passes), None)
+            drift, passes = jax.lax.cond(
+                complete, lambda _: stop_check(blocks, lambda: lls(recent.reshape(-1, d)), precond, s.passes, step,
+                                               capped, min_iters=min_iters, tol=tol, rel_tol=rel_tol),
+                lambda _: (s.drift, s.passes), None)
             plateau = s.plateau
             if newton and plateau_z > 0:  # the recorded window is current only for "newton", which keeps it
                 plateau = jax.lax.cond(step == plateau.check_at,
-                                       lambda p: plateau_check(p, precond, weights, num_chains, plateau_z),
+                                       lambda p: plateau_check(p, precond, weights, num_chains, plateau_z, plateau_checks),
                                        lambda p: p, plateau)
             return TrainState(weights, opt_state, precond, chains, tuning, blocks, recent, step, passes, drift,
                               capped, plateau, (passes >= 2) | plateau.flat, s.acceptance + acc,
@@ -296,13 +294,7 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
                                    stack(state.chains, at_start), stack(state.tuning, tuning), pair_keys, num_draws,
                                    "coreset MCMC (draws)")
 
-        def summarise(w, samples, key):
-            flat = samples.reshape(-1, d)
-            core = lls(flat)
-            target = estimate(jax.random.fold_in(key, 1), flat).astype(dtype)
-            return kl_estimate(core, target, w), core, target
-
-        kls, cores, targets = jax.vmap(summarise, in_axes=(0, 1, 0))(pair, draws, pair_keys)
+        kls, cores, targets = kl_at_draws(pair, draws, pair_keys, lls, estimate, dtype)
         samples, samples0, acc, acc0 = draws[:, 0], draws[:, 1], accs[:, 0], accs[:, 1]
         trained_kl, start_kl, core, core0, target, target0 = kls[0], kls[1], cores[0], cores[1], targets[0], targets[1]
         comparison = paired_kl_difference(core0, target0, w0, core, target, weights, num_chains)

@@ -11,8 +11,9 @@ import jax.numpy as jnp
 
 from .. import progress as _progress
 from ..inference.driver import init_chains, step_chains
+from .common import kl_estimate
 
-__all__ = ["paired_draws", "stack"]
+__all__ = ["kl_at_draws", "paired_draws", "stack"]
 
 Array = jax.Array
 
@@ -48,3 +49,17 @@ def paired_draws(kernel: str, settings: dict, density: Callable[[Array], Callabl
     step_keys = jnp.swapaxes(jax.vmap(lambda k: jax.random.split(k, num_draws))(keys), 0, 1)
     _, (positions, acceptance) = _progress.scan(step, chains, step_keys, desc=desc)
     return positions, acceptance
+
+
+def kl_at_draws(weights: Array, positions: Array, keys: Array, lls: Callable, estimate: Callable,
+                dtype) -> tuple[Array, Array, Array]:
+    """For each of the two sets of `paired_draws`: the KL estimate of pi_w (`common.kl_estimate`), the coreset
+    log-likelihoods `lls(thetas)` (S, M) and the full-data estimates `estimate(key, thetas)` (S,) at its
+    S = num_draws * K draws, time-major; each stacked over the pair."""
+    def one(w, samples, key):
+        flat = samples.reshape(-1, samples.shape[-1])
+        core = lls(flat)
+        target = estimate(jax.random.fold_in(key, 1), flat).astype(dtype)
+        return kl_estimate(core, target, w), core, target
+
+    return jax.vmap(one, in_axes=(0, 1, 0))(weights, positions, keys)

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["Preconditioner", "effective_dimension", "natural_direction", "newton_step", "push_history",
+__all__ = ["Preconditioner", "effective_dimension", "empty_preconditioner", "natural_direction", "newton_step", "push_history",
            "refresh_preconditioner", "window_gradient"]
 
 Array = jax.Array
@@ -33,6 +33,13 @@ class Preconditioner(NamedTuple):
     centred_targets: Array
     chol: Array
     ridge: Array
+
+
+def empty_preconditioner(rows: int, size: int, dtype) -> Preconditioner:
+    """No recorded states yet: a window of `rows` states of `size` coreset log-likelihoods."""
+    return Preconditioner(jnp.zeros((rows, size), dtype), jnp.zeros(rows, dtype), jnp.asarray(0),
+                          jnp.zeros((rows, size), dtype), jnp.zeros(rows, dtype), jnp.eye(rows, dtype=dtype),
+                          jnp.asarray(1.0, dtype))
 
 
 def push_history(pre: Preconditioner, coreset_lls: Array, targets: Array) -> Preconditioner:

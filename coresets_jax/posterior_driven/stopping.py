@@ -3,11 +3,12 @@ averages over the last two thirds of the run, and the KL drift between their pos
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from .common import kl_estimate
 from .compare import MARGIN, paired_kl_difference
 from .natural import Preconditioner
 
@@ -78,35 +79,43 @@ def drift_kl(coreset_lls: Array, w_a: Array, w_b: Array) -> Array:
     return 0.5 * jnp.var(values) * values.shape[0] / jnp.maximum(values.shape[0] - 1, 1)
 
 
-def stop_check(blocks: Blocks, recent_lls: Array, level: Array, step: Array, capped: Array, *, min_iters: int,
-               tol: float, rel_tol: float) -> tuple[Array, Array]:
-    """(drift, passed) of the stopping rule (coreset_mcmc.py step 5) at a block end: the drift
-    KL(pi_{w_A} || pi_{w_B}) on the recent states' coreset log-likelihoods `recent_lls` is at most
-    max(tol, rel_tol * level), `level` being the KL estimate of pi_{w_B}, with at least 6 blocks and
-    `min_iters` steps, and the trust region no longer shortening most steps (`capped` < 1/2)."""
-    w_a, w_b = thirds(blocks)
-    drift = drift_kl(recent_lls, w_a, w_b)
-    passed = ((blocks.count >= 6) & (step >= min_iters) & (drift <= jnp.maximum(tol, rel_tol * level))
-              & (capped < 0.5))
-    return drift, passed
+def stop_check(blocks: Blocks, recent_lls: Callable[[], Array], pre: Preconditioner, passes: Array, step: Array,
+               capped: Array, *, min_iters: int, tol: float, rel_tol: float) -> tuple[Array, Array]:
+    """(drift, checks passed in a row) of the drift test (coreset_mcmc.py step 5) at a block end: the drift
+    KL(pi_{w_A} || pi_{w_B}) on the recent states' coreset log-likelihoods `recent_lls()` is at most
+    max(tol, rel_tol * level), `level` being the KL estimate of pi_{w_B} on the recorded window of `pre`,
+    with at least 6 blocks and `min_iters` steps, and the trust region no longer shortening most steps
+    (`capped` < 1/2)."""
+    def check(_):
+        w_a, w_b = thirds(blocks)
+        window = jnp.arange(pre.history.shape[0]) < pre.filled
+        level = kl_estimate(pre.history, pre.targets, w_b, window)
+        drift = drift_kl(recent_lls(), w_a, w_b)
+        passed = (step >= min_iters) & (drift <= jnp.maximum(tol, rel_tol * level)) & (capped < 0.5)
+        return drift, jnp.where(passed, passes + 1, 0)
+
+    return jax.lax.cond(blocks.count >= 6, check, lambda _: (jnp.asarray(jnp.inf, pre.history.dtype), passes),
+                        None)
 
 
 class Plateau(NamedTuple):
     """The plateau test's state: the recorded window (coreset log-likelihoods `lls` (R, M) and full-data
     estimates `targets` (R,), in time order) and the iterate `weights` at the last checkpoint, whether there
-    is one (`saved`), the step of the next checkpoint (`check_at`), and whether the test has passed (`flat`)."""
+    is one (`saved`), the step of the next checkpoint (`check_at`), checkpoints in a row at which the KL did
+    not fall (`passes`), and whether the test has passed (`flat`)."""
 
     lls: Array
     targets: Array
     weights: Array
     saved: Array
     check_at: Array
+    passes: Array
     flat: Array
 
 
 def init_plateau(pre: Preconditioner, weights: Array, first: int) -> Plateau:
     return Plateau(jnp.zeros_like(pre.history), jnp.zeros_like(pre.targets), jnp.zeros_like(weights),
-                   jnp.asarray(False), jnp.asarray(first), jnp.asarray(False))
+                   jnp.asarray(False), jnp.asarray(first), jnp.asarray(0), jnp.asarray(False))
 
 
 def window_in_time_order(pre: Preconditioner) -> tuple[Array, Array]:
@@ -115,15 +124,17 @@ def window_in_time_order(pre: Preconditioner) -> tuple[Array, Array]:
     return jnp.roll(pre.history, -shift, axis=0), jnp.roll(pre.targets, -shift)
 
 
-def plateau_check(plateau: Plateau, pre: Preconditioner, weights: Array, num_chains: int, z: float) -> Plateau:
+def plateau_check(plateau: Plateau, pre: Preconditioner, weights: Array, num_chains: int, z: float,
+                  checks: int = 1) -> Plateau:
     """At a checkpoint (steps first, 2 first, 4 first, ...): compare the iterate with the last checkpoint's,
     each with the recorded window of chain states that followed it, by the paired estimate of
     KL(pi_now || pi) - KL(pi_then || pi) (`compare.paired_kl_difference`). The KL has stopped falling (`flat`)
-    when the pairing holds and the estimate is not below -MARGIN by `z` standard errors: the last doubling of
-    the run did not measurably bring the posterior closer. Far-apart posteriors (the pairing fails) are
-    still travelling."""
+    when the pairing holds and the estimate is not below -MARGIN by `z` standard errors at `checks`
+    checkpoints in a row: the last doublings of the run did not measurably bring the posterior closer.
+    Far-apart posteriors (the pairing fails) are still travelling."""
     lls, targets = window_in_time_order(pre)
     comparison = paired_kl_difference(plateau.lls, plateau.targets, plateau.weights, lls, targets, weights,
                                       num_chains)
     flat = plateau.saved & comparison.paired & (comparison.delta + z * comparison.se >= -MARGIN)
-    return Plateau(lls, targets, weights, jnp.asarray(True), 2 * plateau.check_at, flat)
+    passes = jnp.where(flat, plateau.passes + 1, 0)
+    return Plateau(lls, targets, weights, jnp.asarray(True), 2 * plateau.check_at, passes, passes >= checks)
