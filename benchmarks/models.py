@@ -227,7 +227,7 @@ def run_one(name, problem, ref, method, size, trial, options, label) -> dict:
     if "samples" in info and method == "coreset_mcmc":
         own = np.asarray(info["samples"], np.float64).reshape(-1, draws.shape[1])
         row["z2_own"] = z2(own, ref)
-    for k in ("iterations", "hot_start_steps", "hot_start_converged", "converged", "drift_kl",
+    for k in ("iterations", "hot_start_steps", "hot_start_converged", "converged", "plateau", "drift_kl",
               "effective_dimension", "best_step", "kl_estimate", "start_kl_estimate", "fell_back", "confirmed"):
         if k in info:
             row[k] = np.asarray(info[k]).item()

@@ -30,12 +30,12 @@ coreset's rows before sampling). LLVM's optimisation passes are most of a small 
 CPU: without them `normal` + `randint` compile in about half the time (0.57 s against 1.1 s) and still run
 in microseconds. Programs whose run time matters keep XLA's defaults (LLVM -O1 made Coreset MCMC 4x slower).
 
-`LOOP_COMPILE`: XLA's backend optimisation level 1 instead of 2, for the MCMC samplers of `cj.sample` and the
-posterior-driven cores (Coreset MCMC, quasi-Newton, Sparse VI): long loops of small steps, whose run time is
-the steps' density evaluations, not the loop code that level 2 optimises further. Measured on this 2-core CPU
-(benchmarks/investigations/compile_level.py, results/compile_level.json): the first `cj.sample` compiles ~12%
-(NUTS) to ~20% (MALA) faster and the first Coreset MCMC ~20%, with compiled run times equal within noise, on
-N = 569 and on N = 10^5 full-data sampling.
+`LOOP_COMPILE`: XLA options for the loop programs (the sampler of `cj.sample`, the posterior-driven cores),
+empty: XLA's defaults. Level 1 instead of 2 was measured in fresh processes on the N = 569 problem of
+cold_start.py and on N = 10^5 full-data sampling (benchmarks/investigations/compile_level.py,
+results/compile_level.json, 2 repeats on a quiet machine): first calls 0.95-1.05x, compiled calls 1.0-1.25x
+(noisy), so no gain to keep; an earlier reading of 12-20% faster first calls came from a contended machine.
+The knob stays for other backends and for that benchmark; `loop_jit_options()` reads it per program.
 """
 
 from __future__ import annotations
@@ -49,11 +49,16 @@ from typing import Any, Callable, Optional
 import jax
 from jax.experimental.compilation_cache import compilation_cache as _jax_cache
 
-__all__ = ["ENV_NO_CACHE", "FAST_COMPILE", "LOOP_COMPILE", "MIN_COMPILE_TIME", "compilation_cache", "default_cache_dir",
+__all__ = ["ENV_NO_CACHE", "FAST_COMPILE", "LOOP_COMPILE", "MIN_COMPILE_TIME", "compilation_cache", "default_cache_dir", "loop_jit_options",
            "fast_jit"]
 
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
-LOOP_COMPILE = {"xla_backend_optimization_level": 1}
+LOOP_COMPILE: dict = {}
+
+
+def loop_jit_options() -> dict:
+    """`jax.jit` keyword arguments for a loop program: `compiler_options=LOOP_COMPILE` when it is not empty."""
+    return {"compiler_options": dict(LOOP_COMPILE)} if LOOP_COMPILE else {}
 ENV_NO_CACHE = "CORESETS_JAX_NO_CACHE"
 MIN_COMPILE_TIME = 0.0  # seconds; every program we compile is worth keeping (a cache read is milliseconds)
 _JAX_DEFAULT_MIN_COMPILE_TIME = 1.0

@@ -1,5 +1,6 @@
 """XLA's backend optimisation level for the loop programs (`compilation.LOOP_COMPILE`): level 1 against XLA's
-default 2, first call (compilation included) and compiled call, in fresh processes.
+default 2, first call (compilation included) and compiled call, in fresh processes. Result (2 repeats, quiet
+machine): no gain, so the package keeps XLA's defaults (`LOOP_COMPILE` empty).
 
 The loop programs are `cj.sample`'s sampler and the posterior-driven cores (`construct/posterior.py`): long
 `while`/`scan` loops of small steps whose run time is the model's density evaluations. Rows (each a fresh
@@ -41,6 +42,7 @@ import os
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp()  # an empty persistent cache
 import jax, jax.numpy as jnp
 import coresets_jax as cj
+cj.compilation.LOOP_COMPILE.clear()
 cj.compilation.LOOP_COMPILE["xla_backend_optimization_level"] = level
 warnings.simplefilter("ignore", RuntimeWarning)
 kind, method = row.split(":")

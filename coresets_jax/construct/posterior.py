@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import pihat as _pihat
-from ..compilation import LOOP_COMPILE
+from ..compilation import loop_jit_options
 from .. import progress as _progress
 from ..core import Coreset, Model
 from ..core import checks as _checks
@@ -63,11 +63,11 @@ def coreset_fn(model: Model, method: Any, size: int, **options):
 @functools.lru_cache(maxsize=64)
 def _compiled_coreset_fn_for(model: Model, construction: Construction, size: int, options: tuple,
                              show_progress: bool):
-    return _compiled_fns.jit(coreset_fn(model, construction, size, **dict(options)), compiler_options=LOOP_COMPILE)
+    return _compiled_fns.jit(coreset_fn(model, construction, size, **dict(options)), **loop_jit_options())
 
 
 def compiled_coreset_fn(model: Model, construction: Construction, size: int, options: tuple):
-    """`jax.jit(coreset_fn(...))` at `compilation.LOOP_COMPILE`'s optimisation level, cached per (model, construction, size, options, progress switch) so that
+    """`jax.jit(coreset_fn(...))` with `compilation.LOOP_COMPILE`'s options, cached per (model, construction, size, options, progress switch) so that
     repeated calls (streaming reductions, the CLI's repeats) never recompile, and a change of the progress
     switch gets a program with or without its callbacks; `options` is `construction.check_options`'s sorted
     tuple."""

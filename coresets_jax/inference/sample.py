@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import progress as _progress
-from ..compilation import LOOP_COMPILE, fast_jit
+from ..compilation import fast_jit, loop_jit_options
 from ..core import Model, initial_theta, weighted_log_density
 from ..core import checks as _checks
 from ..core import validate as _validate
@@ -59,7 +59,7 @@ def _compiled(model: Model, method: str, num_samples: int, num_warmup: int, num_
         samples, stats = run(key, rows, weights, init_positions, init_cov)
         return samples, stats, jnp.all(jnp.isfinite(samples))  # the check, in the same program
 
-    return _compiled_fns.jit(traced, compiler_options=LOOP_COMPILE)  # a loop of kernel steps
+    return _compiled_fns.jit(traced, **loop_jit_options())  # a loop of kernel steps
 
 
 # Rows x D^2 up to which the starting-point program is compiled fast (`compilation.FAST_COMPILE`): its
