@@ -49,20 +49,21 @@ from typing import Any, Callable, Optional
 import jax
 from jax.experimental.compilation_cache import compilation_cache as _jax_cache
 
-__all__ = ["ENV_NO_CACHE", "FAST_COMPILE", "LOOP_COMPILE", "MIN_COMPILE_TIME", "compilation_cache", "default_cache_dir", "loop_jit_options",
-           "fast_jit"]
+__all__ = ["ENV_NO_CACHE", "FAST_COMPILE", "LOOP_COMPILE", "MIN_COMPILE_TIME", "compilation_cache",
+           "default_cache_dir", "fast_jit", "loop_jit_options"]
 
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 LOOP_COMPILE: dict = {}
-
-
-def loop_jit_options() -> dict:
-    """`jax.jit` keyword arguments for a loop program: `compiler_options=LOOP_COMPILE` when it is not empty."""
-    return {"compiler_options": dict(LOOP_COMPILE)} if LOOP_COMPILE else {}
 ENV_NO_CACHE = "CORESETS_JAX_NO_CACHE"
 MIN_COMPILE_TIME = 0.0  # seconds; every program we compile is worth keeping (a cache read is milliseconds)
 _JAX_DEFAULT_MIN_COMPILE_TIME = 1.0
 _UNSET = object()
+
+
+def loop_jit_options() -> dict:
+    """`jax.jit` keyword arguments for a loop program: `compiler_options=LOOP_COMPILE` when it is not empty.
+    Loop programs are compiled from the top level only (`cj.sample`, `cj.coreset`), where JAX accepts them."""
+    return {"compiler_options": dict(LOOP_COMPILE)} if LOOP_COMPILE else {}
 
 
 def fast_jit(fun: Callable, **jit_kwargs) -> Callable:

@@ -67,10 +67,10 @@ def _compiled_coreset_fn_for(model: Model, construction: Construction, size: int
 
 
 def compiled_coreset_fn(model: Model, construction: Construction, size: int, options: tuple):
-    """`jax.jit(coreset_fn(...))` with `compilation.LOOP_COMPILE`'s options, cached per (model, construction, size, options, progress switch) so that
-    repeated calls (streaming reductions, the CLI's repeats) never recompile, and a change of the progress
-    switch gets a program with or without its callbacks; `options` is `construction.check_options`'s sorted
-    tuple."""
+    """`jax.jit(coreset_fn(...))` with `compilation.LOOP_COMPILE`'s options, cached per (model, construction,
+    size, options, progress switch) so that repeated calls (streaming reductions, the CLI's repeats) never
+    recompile, and a change of the progress switch gets a program with or without its callbacks; `options`
+    is `construction.check_options`'s sorted tuple."""
     return _compiled_coreset_fn_for(model, construction, size, options, _progress.is_enabled())
 
 

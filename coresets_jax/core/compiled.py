@@ -67,9 +67,6 @@ class _Bounded:
 
     def __init__(self, fun: Callable, **jit_kwargs: Any):
         self._jitted = jax.jit(fun, **jit_kwargs)
-        # Inside another trace JAX refuses compiler options; the outer program inlines the plain function.
-        self._nested = jax.jit(fun, **{k: v for k, v in jit_kwargs.items() if k != "compiler_options"}) \
-            if "compiler_options" in jit_kwargs else None
         functools.update_wrapper(self, fun)
         with _lock:
             _live[id(self)] = weakref.ref(self, functools.partial(_forget, id(self)))
@@ -80,12 +77,7 @@ class _Bounded:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         before = self._size()
-        try:
-            out = self._jitted(*args, **kwargs)
-        except ValueError as err:  # raised while staging, before anything ran
-            if self._nested is None or "compiler_options" not in str(err):
-                raise
-            return self._nested(*args, **kwargs)
+        out = self._jitted(*args, **kwargs)
         with _lock:
             if id(self) in _live:
                 _live.move_to_end(id(self))

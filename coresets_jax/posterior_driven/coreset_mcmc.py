@@ -268,9 +268,10 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
                 lambda _: (s.drift, s.passes), None)
             plateau = s.plateau
             if newton and plateau_z > 0:  # the recorded window is current only for "newton", which keeps it
-                plateau = jax.lax.cond(step == plateau.check_at,
-                                       lambda p: plateau_check(p, precond, weights, num_chains, plateau_z, plateau_checks),
-                                       lambda p: p, plateau)
+                plateau = jax.lax.cond(
+                    step == plateau.check_at,
+                    lambda p: plateau_check(p, precond, weights, num_chains, plateau_z, plateau_checks),
+                    lambda p: p, plateau)
             return TrainState(weights, opt_state, precond, chains, tuning, blocks, recent, step, passes, drift,
                               capped, plateau, (passes >= 2) | plateau.flat, s.acceptance + acc,
                               s.evaluations + evals, key)
@@ -279,7 +280,8 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
         recent = jnp.broadcast_to(chains.position.astype(dtype), (RESERVOIR, num_chains, d))
         init = TrainState(w0, opt.init(w0), precond, chains, tuning, blocks, recent, jnp.asarray(0), jnp.asarray(0),
                           jnp.asarray(jnp.inf, dtype), jnp.asarray(1.0 if newton else 0.0, dtype),
-                          init_plateau(precond, w0, plateau_first), jnp.asarray(False), jnp.zeros(num_chains, dtype), jnp.asarray(0.0, dtype), k_loop)
+                          init_plateau(precond, w0, plateau_first), jnp.asarray(False), jnp.zeros(num_chains, dtype),
+                          jnp.asarray(0.0, dtype), k_loop)
         state = _progress.while_loop(train_cond, train_body, init, desc="coreset MCMC (iterations)",
                                      every=max(num_iters // 20, 1), total=num_iters)
         w_a, w_b = thirds(state.blocks)
@@ -306,7 +308,8 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
         info = {"samples": jnp.swapaxes(samples, 0, 1), "acceptance_rate": jnp.mean(acc, axis=0),
                 "training_acceptance_rate": state.acceptance / steps, "initial_weights": w0,
                 "final_iterate": state.weights, "iterations": state.step, "hot_start_steps": hot_steps,
-                "hot_start_converged": hot_done | (not hot_start), "converged": state.done, "plateau": state.plateau.flat,
+                "hot_start_converged": hot_done | (not hot_start), "converged": state.done,
+                "plateau": state.plateau.flat,
                 "drift_kl": state.drift, "kl_estimate": final_kl,
                 "effective_dimension": effective_dimension(state.precond) if newton else jnp.nan,
                 "trained_kl_estimate": trained_kl, "trust_capped": state.capped, "start_kl_estimate": start_kl,

@@ -33,8 +33,7 @@ def paired_draws(kernel: str, settings: dict, density: Callable[[Array], Callabl
       weights: (2, M); chains, tunings: the two sets of K chain states and their tunings, stacked
         (`stack`); keys: (2,) one key per set.
     Returns:
-      (positions (num_draws, 2, K, D), acceptance rates (num_draws, 2, K)). Set i draws the same values as
-      a loop of its own with keys[i] would (jax.random under `vmap` is per key).
+      (positions (num_draws, 2, K, D), acceptance rates (num_draws, 2, K)); keys[i] drives set i alone.
     """
     chains = jax.vmap(lambda w, c, t: init_chains(kernel, density(w), c.position, t, settings))(weights, chains,
                                                                                                  tunings)

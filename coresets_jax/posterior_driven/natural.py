@@ -11,8 +11,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["Preconditioner", "effective_dimension", "empty_preconditioner", "natural_direction", "newton_step", "push_history",
-           "refresh_preconditioner", "window_gradient"]
+__all__ = ["Preconditioner", "effective_dimension", "empty_preconditioner", "natural_direction", "newton_step",
+           "push_history", "refresh_preconditioner", "window_gradient"]
 
 Array = jax.Array
 CAPPED_GAIN = 0.02        # the moving average of trust-region caps spans ~50 iterations
