@@ -1,8 +1,25 @@
-"""Datasets: synthetic generators from the papers and a loader for `.npz` files (keys X, y, Xt, yt)."""
+"""Datasets: synthetic generators from the papers and loaders for data files.
+
+Data files (`load_file` picks the reader by the extension):
+
+- `.npz` (`load_npz`): arrays X (N, D) and y (N,), optionally Xt, yt (held-out rows); the papers' format.
+- `.csv` (`load_csv`): a header row naming the columns, then one row per datum. The label column is named
+  `y` (the `label` argument; `data.label` in a `coresets-jax` config) and every other column is a feature,
+  in the file's order. Every cell is a finite number (`1`, `-0.5`, `2e-3`; quotes and spaces around a number
+  are allowed); blank lines are skipped. A UTF-8 byte-order mark (as Excel writes) is allowed. Mistakes
+  name the file, the column (its header name and spreadsheet letter) and the row, counted as a spreadsheet
+  does: the header is row 1, the first datum row 2.
+
+`load_file` also appends an intercept column of ones (`intercept=True`; X is otherwise used as it is) and
+takes held-out rows from a second file (`test_path`) or from the end of the first (`num_test`).
+"""
 
 from __future__ import annotations
 
+import csv
 import os
+import warnings
+import zipfile
 from typing import NamedTuple, Optional
 
 import jax
@@ -11,7 +28,7 @@ import numpy as np
 
 from .core import validate as _validate
 
-__all__ = ["BINARY_P", "BINARY_THETA", "Dataset", "load_npz", "synthetic_binary", "synthetic_gaussian",
+__all__ = ["BINARY_P", "BINARY_THETA", "DATA_FORMATS", "Dataset", "load_csv", "load_file", "load_npz", "synthetic_binary", "synthetic_gaussian",
            "synthetic_gaussian_mean", "synthetic_logistic", "synthetic_mixture", "synthetic_poisson",
            "synthetic_bradley_terry", "synthetic_rbf", "synthetic_sparse_regression", "synthetic_vmf"]
 
@@ -206,17 +223,252 @@ def synthetic_rbf(key: jax.Array, n: int = 1000, num_test: int = 0, dtype=jnp.fl
     return _split(key, X, y, None, num_test)
 
 
-def load_npz(path: str | os.PathLike, dtype=jnp.float32) -> Dataset:
+DATA_FORMATS = {".npz": "arrays X, y and optionally Xt, yt",
+                ".csv": "a header row naming the columns: the label column y, every other column a feature"}
+
+
+def _check_format(path: str, arg: str) -> str:
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in DATA_FORMATS:
+        supported = "; ".join(f"{k} with {v}" for k, v in DATA_FORMATS.items())
+        got = f"extension {ext!r}" if ext else "no extension"
+        raise ValueError(f"{arg}: {path!r} has {got}; supported data files: {supported}")
+    return ext
+
+
+def load_npz(path: str | os.PathLike, dtype=jnp.float32, *, arg: str = "path") -> Dataset:
     """Load a dataset saved as `.npz` with keys X, y and optionally Xt, yt (the papers' format)."""
     path = os.fspath(path)
     if not os.path.exists(path):
-        raise ValueError(f"path: no such file {path!r}")
+        raise ValueError(f"{arg}: no such file {path!r}")
+    if not zipfile.is_zipfile(path):  # np.load would try it as a pickle and say so, misleadingly
+        raise ValueError(f"{arg}: {path!r} is not an .npz archive (a zip of .npy arrays, as np.savez writes); "
+                         f"for a CSV file use the .csv extension")
     with np.load(path) as f:
         missing = [k for k in ("X", "y") if k not in f]
         if missing:
-            raise ValueError(f"path: {path!r} lacks key(s) {missing}; expected X, y (and Xt, yt)")
+            raise ValueError(f"{arg}: {path!r} lacks key(s) {missing}; expected X, y (and Xt, yt)")
         arrays = {k: jnp.asarray(f[k], dtype) for k in ("X", "y", "Xt", "yt") if k in f}
     if arrays["X"].ndim != 2:
-        raise ValueError(f"path: X in {path!r} must be 2-D, got shape {arrays['X'].shape}")
+        raise ValueError(f"{arg}: X in {path!r} must be 2-D, got shape {arrays['X'].shape}")
     _validate.check_data((arrays["X"], arrays["y"]), f"data in {path!r}")
+    if ("Xt" in arrays) != ("yt" in arrays):
+        raise ValueError(f"{arg}: {path!r} holds only one of Xt, yt; held-out rows need both")
+    if "Xt" in arrays:
+        _validate.check_data((arrays["Xt"], arrays["yt"]), f"test data (Xt, yt) in {path!r}")
     return Dataset(arrays["X"], arrays["y"], arrays.get("Xt"), arrays.get("yt"))
+
+
+# --------------------------------------------------------------------------------------------------------
+# CSV files.
+
+
+def _letter(j: int) -> str:
+    """Spreadsheet column letter of the 0-based column j: A, ..., Z, AA, AB, ..."""
+    out = ""
+    j += 1
+    while j:
+        j, r = divmod(j - 1, 26)
+        out = chr(ord("A") + r) + out
+    return out
+
+
+def _blank(record: list) -> bool:
+    return not record or (len(record) == 1 and not record[0].strip())
+
+
+def _number(cell: str) -> Optional[float]:
+    """The cell's value, or None when it is not a plain number (underscores, as in 1_000, are refused)."""
+    text = cell.strip()
+    if not text or "_" in text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _read_header(path: str, label: str, arg: str) -> list:
+    """The column names of row 1, checked: none empty, none twice, one of them the label."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            first, row = None, 0
+            for row, record in enumerate(csv.reader(f), start=1):
+                if not _blank(record):
+                    first = record
+                    break
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{arg}: {path!r} is not UTF-8 text ({err.reason} at byte {err.start}); save it as "
+                         f"CSV UTF-8") from None
+    except csv.Error as err:
+        raise ValueError(f"{arg}: {path!r} is not valid CSV: {err}") from None
+    if first is not None and row > 1:
+        raise ValueError(f"{arg}: {path!r}, row 1 is blank; the header row naming the columns must be row 1")
+    if first is None:
+        raise ValueError(f"{arg}: {path!r} is empty; expected a header row (row 1) naming the columns, the "
+                         f"label column {label!r} among them, then one row per datum")
+    header = [name.strip() for name in first]
+    if label not in header:
+        numeric = all(_number(name) is not None for name in header)
+        hint = (" Row 1 holds numbers: the file seems to have no header row; add one naming the columns."
+                if numeric else
+                " Is the file separated by something other than commas?"
+                if len(header) == 1 and any(c in header[0] for c in ";\t|") else
+                f" Name the label column {label!r}, or give the label column's name (the label argument, "
+                f"data.label in a config).")
+        raise ValueError(f"{arg}: {path!r} has no label column {label!r} in its header (row 1); its columns: "
+                         f"{', '.join(header)}.{hint}")
+    for j, name in enumerate(header):
+        if not name:
+            raise ValueError(f"{arg}: {path!r}, row 1, column {_letter(j)}: empty column name; every column "
+                             f"needs a name in the header row")
+        if name in header[:j]:
+            raise ValueError(f"{arg}: {path!r}, row 1: the column name {name!r} appears twice (columns "
+                             f"{_letter(header.index(name))} and {_letter(j)})")
+    return header
+
+
+def _read_rows_exact(path: str, header: list, arg: str) -> np.ndarray:
+    """The (rows, columns) float64 values, cell by cell; each mistake named by file, row and column."""
+    def where(row, j=None):
+        cell = f", column {header[j]!r} ({_letter(j)})" if j is not None else ""
+        return f"{arg}: {path!r}, row {row}{cell}"
+
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            records = list(csv.reader(f))
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{arg}: {path!r} is not UTF-8 text ({err.reason} at byte {err.start}); save it as "
+                         f"CSV UTF-8") from None
+    except csv.Error as err:
+        raise ValueError(f"{arg}: {path!r} is not valid CSV: {err}") from None
+    values, width = [], len(header)
+    for i, record in enumerate(records[1:], start=2):
+        if _blank(record):
+            continue
+        if len(record) != width:
+            raise ValueError(f"{where(i)}: {len(record)} cells, but the header (row 1) has {width} columns "
+                             f"({', '.join(header)})")
+        row = []
+        for j, cell in enumerate(record):
+            x = _number(cell)
+            if x is None:
+                what = "empty cell" if not cell.strip() else f"{cell.strip()!r} is not a number"
+                raise ValueError(f"{where(i, j)}: {what}")
+            if not np.isfinite(x):
+                raise ValueError(f"{where(i, j)}: {cell.strip()!r} is not a finite number")
+            row.append(x)
+        values.append(row)
+    if not values:
+        raise ValueError(f"{arg}: {path!r} has a header (row 1) but no data rows")
+    return np.asarray(values, np.float64)
+
+
+def _read_csv(path: str, label: str, arg: str) -> tuple[list, np.ndarray]:
+    """(column names, values): the header checked first, then NumPy's fast reader; where it refuses the
+    rows or finds a non-finite value, the exact reader (`_read_rows_exact`) names the row and column."""
+    if not os.path.exists(path):
+        raise ValueError(f"{arg}: no such file {path!r}")
+    if os.path.isdir(path):
+        raise ValueError(f"{arg}: {path!r} is a folder; give a .csv file")
+    header = _read_header(path, label, arg)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "input contained no data": the exact reader says it
+            values = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2, comments=None, encoding="utf-8-sig",
+                                quotechar='"', dtype=np.float64)
+        if values.shape[0] >= 1 and values.shape[1] == len(header) and np.all(np.isfinite(values)):
+            return header, values
+    except (ValueError, UnicodeDecodeError):
+        pass
+    return header, _read_rows_exact(path, header, arg)
+
+
+def load_csv(path: str | os.PathLike, label: str = "y", dtype=jnp.float32, *, arg: str = "path") -> Dataset:
+    """Load a CSV file with a header row: the column named `label` is y, every other column (in the file's
+    order) a feature of X, shape (N, D). No intercept column is added (see `load_file`).
+
+    Every mistake raises ValueError naming the file, the row (1-based as in a spreadsheet: the header is row
+    1) and the column (its header name and letter): a cell that is empty, not a number, or not finite; a row
+    with more or fewer cells than the header; a missing label column; an empty file or one without data
+    rows. `arg` names the argument in the message ("path").
+    """
+    path = os.fspath(path)
+    header, values = _read_csv(path, label, arg)
+    j = header.index(label)
+    features = [k for k in range(len(header)) if k != j]
+    return Dataset(jnp.asarray(values[:, features], dtype), jnp.asarray(values[:, j], dtype))
+
+
+def _feature_names(path: str, label: str) -> Optional[list]:
+    """The feature columns' names of a CSV file (None for .npz)."""
+    if os.path.splitext(path)[1].lower() != ".csv":
+        return None
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        header = [name.strip() for name in next(csv.reader(f), [])]
+    return [name for name in header if name != label]
+
+
+def _load_one(path, label, dtype, arg) -> Dataset:
+    path = os.fspath(path)
+    ext = _check_format(path, arg)
+    if ext == ".csv":
+        return load_csv(path, label, dtype, arg=arg)
+    return load_npz(path, dtype, arg=arg)
+
+
+def load_file(path: str | os.PathLike, *, label: str = "y", intercept: bool = False, num_test: int = 0,
+              test_path: Optional[str | os.PathLike] = None, dtype=jnp.float32) -> Dataset:
+    """A dataset from a `.npz` or `.csv` file (`load_npz`, `load_csv`; any other extension raises ValueError
+    listing the supported ones).
+
+    Args:
+      label: name of a CSV file's label column (an .npz file names its arrays X, y).
+      intercept: append a column of ones to X (and to the held-out rows' X), as the last column.
+      num_test: hold out the last `num_test` rows as test data.
+      test_path: held-out rows from a second file of either format (a CSV file with the same columns, in
+        any order; an .npz file's X, y).
+
+    Held-out rows come from one place only: `test_path`, `num_test`, or an .npz file's own Xt, yt.
+    """
+    path = os.fspath(path)
+    ds = _load_one(path, label, dtype, "path")
+    num_test = _validate.check_nonneg_int(num_test, "num_test")
+    if ds.Xt is not None and (num_test or test_path is not None):
+        raise ValueError(f"num_test, test_path: {path!r} holds its own held-out rows (Xt, yt); give the "
+                         f"held-out rows in one place only")
+    if num_test and test_path is not None:
+        raise ValueError("num_test, test_path: give the held-out rows in one place only")
+    X, y, Xt, yt = ds.X, ds.y, ds.Xt, ds.yt
+    if num_test:
+        n = int(X.shape[0])
+        if num_test >= n:
+            raise ValueError(f"num_test: {num_test} held-out rows leave no training rows ({path!r} has {n})")
+        X, y, Xt, yt = X[:-num_test], y[:-num_test], X[-num_test:], y[-num_test:]
+    if test_path is not None:
+        test_path = os.fspath(test_path)
+        test = _load_one(test_path, label, dtype, "test_path")
+        if test.Xt is not None:
+            raise ValueError(f"test_path: {test_path!r} holds held-out rows (Xt, yt) itself; give a file "
+                             f"with X, y")
+        Xt, yt = test.X, test.y
+        names, test_names = _feature_names(path, label), _feature_names(test_path, label)
+        if names is not None and test_names is not None:
+            if sorted(names) != sorted(test_names):
+                missing = [c for c in names if c not in test_names]
+                extra = [c for c in test_names if c not in names]
+                raise ValueError(f"test_path: {test_path!r} has other feature columns than {path!r}"
+                                 + (f"; missing: {', '.join(missing)}" if missing else "")
+                                 + (f"; not in the training file: {', '.join(extra)}" if extra else ""))
+            Xt = Xt[:, np.asarray([test_names.index(c) for c in names], dtype=np.int64)]
+        if Xt.shape[1] != X.shape[1]:
+            raise ValueError(f"test_path: {test_path!r} has {Xt.shape[1]} feature columns, {path!r} has "
+                             f"{X.shape[1]}")
+    if intercept:
+        X = jnp.concatenate([X, jnp.ones((X.shape[0], 1), X.dtype)], axis=1)
+        if Xt is not None:
+            Xt = jnp.concatenate([Xt, jnp.ones((Xt.shape[0], 1), Xt.dtype)], axis=1)
+    if X.shape[1] == 0:
+        raise ValueError(f"path: {path!r} has no feature columns (every column other than the label "
+                         f"{label!r} is a feature); add some, or an intercept column (the intercept argument, data.intercept in a config)")
+    return Dataset(X, y, Xt, yt)

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Optional
 
-from .config import ConfigError
+from .config import MODELS, ConfigError
 
 __all__ = ["run_job"]
 
@@ -48,14 +48,61 @@ def _timed(fn, repeats: int):
 
 
 def _load_data(spec: dict):
+    """The Dataset of the config's data section; a mistake in a data file ends in one line naming the key."""
+    import re
+
     import jax
 
-    from ..data import load_npz, synthetic_logistic, synthetic_poisson
+    from ..data import load_file, synthetic_logistic, synthetic_poisson
 
     if "path" in spec:
-        return load_npz(spec["path"])
+        try:
+            return load_file(spec["path"], label=spec["label"], intercept=spec["intercept"],
+                             num_test=spec["num_test"], test_path=spec.get("test_path"))
+        except ValueError as err:  # "path: ...", "test_path: ...", "num_test: ..." -> config.data.KEY: ...
+            msg = str(err).splitlines()[0]
+            named = re.match(r"^(path|test_path|num_test)(, (path|test_path|num_test))*: ", msg)
+            raise ConfigError(("config.data." + msg) if named else f"config.data.path: {msg}") from None
     make = {"logistic": synthetic_logistic, "poisson": synthetic_poisson}[spec["synthetic"]]
-    return make(jax.random.key(spec["seed"]), spec["n"])
+    return make(jax.random.key(spec["seed"]), spec["n"], num_test=spec["num_test"])
+
+
+def _user_model(config: dict):
+    """A user's `model: package.module:function`, called: a cj.Model or a NumPyro model function. Runs before
+    the data is loaded, so a function that fails or returns something else stops the job at once."""
+    from .config import call_model, import_model
+
+    spec = config["model"]
+    return call_model(spec, import_model(spec), config["model_options"])
+
+
+def _model_and_data(config: dict, made, dataset) -> tuple:
+    """(model, data pytree, held-out data pytree or None) for the built-in and the user's models.
+
+    Built-in and user cj.Models take data (X, y). A NumPyro model function goes through
+    `cj.from_numpyro(fn, X, y)`: its data is the dict {fn's first argument: X, its second: y}."""
+    from ..core.model import Model
+    from ..models import logistic_regression, poisson_regression
+
+    if config["model"] in MODELS:
+        make = {"logistic_regression": logistic_regression, "poisson_regression": poisson_regression}
+        return make[config["model"]](prior_scale=config["prior_scale"]), dataset.train, dataset.test
+    if isinstance(made, Model):
+        return made, dataset.train, dataset.test
+    from ..numpyro_bridge import from_numpyro
+
+    def convert(X, y, which):
+        try:
+            return from_numpyro(made, X, y)
+        except Exception as err:  # the user's model: one line, naming the key
+            first = str(err).splitlines()[0] if str(err) else ""
+            raise ConfigError(f"config.model: {config['model']!r} returned a function that "
+                              f"cj.from_numpyro(fn, X, y) cannot use with the {which} rows: "
+                              f"{type(err).__name__}: {first}") from None
+
+    model, data = convert(dataset.X, dataset.y, "training")
+    test = None if dataset.Xt is None else convert(dataset.Xt, dataset.yt, "held-out")[1]
+    return model, data, test
 
 
 def run_job(config: dict, sample: bool = False, out: Optional[str] = None) -> dict:
@@ -64,22 +111,20 @@ def run_job(config: dict, sample: bool = False, out: Optional[str] = None) -> di
 
     from .. import progress
     from ..construct import relative_error
-    from ..models import logistic_regression, poisson_regression
     from ..pihat import laplace
     from ..projection import project
 
     key_pi, key_theta, key_proj, key_solve, key_mcmc = jax.random.split(jax.random.key(config["seed"]), 5)
-    model = {"logistic_regression": logistic_regression,
-             "poisson_regression": poisson_regression}[config["model"]](prior_scale=config["prior_scale"])
+    made = None if config["model"] in MODELS else _user_model(config)
     dataset = _load_data(config["data"])
-    data = dataset.train
-    X, y = data
+    model, data, test_data = _model_and_data(config, made, dataset)
+    X = dataset.X
     n = int(X.shape[0])
     for i, m in enumerate(config["sizes"]):
         if m > n:
             raise ConfigError(f"config.sizes[{i}]: M = {m} exceeds the number of data rows N = {n}")
     stages = {}
-    _log(f"[1/3] Laplace approximation (pi_hat) on N = {n} rows, D = {X.shape[1]} ({config['model']})")
+    _log(f"[1/3] Laplace approximation (pi_hat) on N = {n} rows with {X.shape[1]} features ({config['model']})")
     start = time.perf_counter()
     approx = laplace(model, data, key=key_pi)
     stages["laplace_s"] = time.perf_counter() - start
@@ -107,7 +152,8 @@ def run_job(config: dict, sample: bool = False, out: Optional[str] = None) -> di
     report = {
         "config": config,
         "n": n,
-        "dim": int(X.shape[1]),
+        "n_test": 0 if dataset.Xt is None else int(dataset.Xt.shape[0]),
+        "dim": int(approx.mean.shape[0]),
         "laplace_mean": [float(x) for x in approx.mean],
         "stages": stages,
         "results": rows,
@@ -118,8 +164,10 @@ def run_job(config: dict, sample: bool = False, out: Optional[str] = None) -> di
         draws = _coreset_draws(config, model, data, coresets, key_chains)
         if config["certify"]:
             _certify_rows(model, data, coresets, draws, rows)
+        if test_data is not None:
+            _test_rows(model, test_data, draws, rows)
         if sample:
-            report["sampling"] = _posterior_quality(config, model, data, draws, rows, key_full)
+            report["sampling"] = _posterior_quality(config, model, data, draws, rows, key_full, test_data)
     if out is not None:
         from .report import write_outputs  # the report module reads this one's log
         report["files"] = write_outputs(out, report, model, data, dataset, coresets, approx, config)
@@ -159,9 +207,19 @@ def _certify_rows(model, data, coresets, draws, rows) -> None:
                   file=sys.stderr)
 
 
-def _posterior_quality(config, model, data, draws, rows, key) -> dict:
+def _test_rows(model, test_data, draws, rows) -> None:
+    """The mean predictive log-likelihood of the held-out rows under each coreset's chain, into its row."""
+    from .. import metrics
+
+    for (method, m), post in draws.items():
+        row = next(r for r in rows if (r["method"], r["size"]) == (method, m))
+        row["test_log_likelihood"] = float(metrics.test_log_likelihood(model, test_data, post.samples))
+
+
+def _posterior_quality(config, model, data, draws, rows, key, test_data=None) -> dict:
     """NUTS on the full data (two chains); W1 of each coreset's chain against the full data's second chain,
-    divided by the noise floor W1(full chain 1, full chain 2) at the same number of draws."""
+    divided by the noise floor W1(full chain 1, full chain 2) at the same number of draws; with held-out
+    rows, also the full data's test log-likelihood."""
     import numpy as np
 
     from .. import metrics
@@ -176,6 +234,8 @@ def _posterior_quality(config, model, data, draws, rows, key) -> dict:
     floor = metrics.wasserstein1(chains[0], chains[1])
     out = {"settings": settings, "noise_floor_w1": floor, "full_time_s": full.wall_time,
            "full_mean": chains.reshape(-1, chains.shape[-1]).mean(0).tolist(), "draws": {"full": chains}}
+    if test_data is not None:
+        out["full_test_log_likelihood"] = float(metrics.test_log_likelihood(model, test_data, full.samples))
     for (method, m), post in draws.items():
         chain = np.asarray(post.samples[0])
         w1 = metrics.wasserstein1(chain, chains[1])

@@ -46,7 +46,7 @@ def _plots(out, report, model, data, dataset, coresets, approx, config) -> list:
     from ..pihat import laplace
 
     written = []
-    X, y = (np.asarray(a) for a in data)
+    X, y = (np.asarray(a) for a in dataset.train)
     main, largest = config["methods"][0], max(config["sizes"])
     middle = sorted(config["sizes"])[len(config["sizes"]) // 2]
     cs = coresets[(main, middle)]
@@ -60,7 +60,7 @@ def _plots(out, report, model, data, dataset, coresets, approx, config) -> list:
                  title=f"{config['model']}, N = {report['n']}, {config['norm']} features, J = "
                        f"{config['num_features']}")
     written.append(path)
-    names = [f"θ{i}" for i in range(X.shape[1])]
+    names = [f"θ{i}" for i in range(report["dim"])]
     sampling = report.get("sampling")
     path = os.path.join(out, "marginals.png")
     if sampling is not None:
@@ -102,8 +102,10 @@ CERTIFY_NOTE = ("khat, KL est. = cj.certify from one {method} chain of {num_samp
 def format_table(report: dict) -> str:
     sampled = any("w1_over_floor" in r for r in report["results"])
     certified = any("khat" in r for r in report["results"])
+    tested = any("test_log_likelihood" in r for r in report["results"])
     head = (f"{'method':<14}{'M':>7}{'points':>8}{'time (s)':>11}{'1st call (s)':>14}{'error':>10}"
-            + (f"{'khat':>7}{'KL est.':>10}" if certified else "") + (f"{'W1/floor':>10}" if sampled else ""))
+            + (f"{'khat':>7}{'KL est.':>10}" if certified else "") + (f"{'W1/floor':>10}" if sampled else "")
+            + (f"{'test LL':>10}" if tested else ""))
     lines = [head]
     for r in report["results"]:
         median = "-" if r.get("time_is_first_call") else f"{r['time_s']:.4f}"
@@ -114,9 +116,12 @@ def format_table(report: dict) -> str:
             line += "!" if r.get("verdict") in ("unreliable", "poor") else " "
         if sampled:
             line += f"{r.get('w1_over_floor', float('nan')):>10.2f}"
+        if tested:
+            line += f"{r.get('test_log_likelihood', float('nan')):>10.4g}"
         lines.append(line)
     s = report["stages"]
-    lines.append(f"N = {report['n']}, D = {report['dim']}; Laplace {s['laplace_s']:.2f} s; projection "
+    held_out = f", {report['n_test']} held-out rows" if report.get("n_test") else ""
+    lines.append(f"N = {report['n']}{held_out}, D = {report['dim']}; Laplace {s['laplace_s']:.2f} s; projection "
                  f"{s['projection_s']:.2f} s")
     lines.append("time = median of repeated calls after compilation; 1st call = the first call, compilation "
                  "included (on a busy machine it can come out below the median)")
@@ -129,6 +134,11 @@ def format_table(report: dict) -> str:
                      f"(= {floor:.3g}), {report['sampling']['settings']['method']} with "
                      f"{report['sampling']['settings']['num_samples']} draws each: about 1 is as good as the "
                      f"full data at this many draws.")
+    if tested:
+        full = (report.get("sampling") or {}).get("full_test_log_likelihood")
+        lines.append("test LL = mean over the held-out rows of log (1/S) sum_s p(row | theta_s), theta_s the draws of "
+                     "the coreset's chain (cj.metrics.test_log_likelihood): higher is better"
+                     + (f"; the full data's chains give {full:.4g}" if full is not None else "") + ".")
     return "\n".join(lines)
 
 
