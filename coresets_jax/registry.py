@@ -54,8 +54,13 @@ class Construction(NamedTuple):
       needs: "vectors" or "posterior".
       random: whether the result depends on the key (then `cj.build` requires one).
       description: one line for `coresets-jax info` and error messages.
-      default_support: posterior methods whose core takes a starting coreset (`initial`): the vector
-        method `cj.coreset(support=None)` starts them from; None: they start from a uniform subsample.
+      default_support: the vector method whose coreset `cj.coreset(support=None)` starts a posterior
+        method from; None: its own start (a uniform subsample, as the papers).
+      takes_start: whether the posterior core accepts a starting coreset (`initial`): then
+        `cj.coreset(support=...)` and `cj.refine` can start it from any coreset.
+      uses_pi_hat: whether the posterior core is started from pi_hat (a Laplace fit on all N rows by
+        default); False: from the model's zero theta with identity covariance, unless `pi_hat` is given,
+        so that no full-data pass is made (Coreset MCMC and quasi-Newton as published).
       aliases: (old name, option) pairs: documented old names of options, renamed by `check_options`
         (e.g. Sparse VI's `sampler` for `kernel`; `posterior_driven/options.py`).
     """
@@ -67,6 +72,8 @@ class Construction(NamedTuple):
     description: str = ""
     default_support: Optional[str] = None
     aliases: tuple = ()
+    takes_start: bool = False
+    uses_pi_hat: bool = True
 
     @property
     def options(self) -> dict:

@@ -17,7 +17,7 @@ from ..core import checks as _checks
 from ..core import validate as _validate
 from ..registry import resolve
 from .posterior import (_compact_start, _pad_result, _resolve_support, _warn_stuck_chains, _warn_unfinished,
-                        compiled_coreset_fn, resolve_pi_hat, start_from)
+                        compiled_coreset_fn, default_start, resolve_pi_hat, start_from)
 from .vectors import _build, _check_finite_result, _key_data, _key_for, build
 
 __all__ = ["coreset"]
@@ -85,37 +85,51 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
     # projection (and the whole coreset) repeats exactly.
     key = _key_for(construction, key)
     key_pi, key_theta, key_proj, key_solve = _validate.split_key(key, 4)
-    approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
     if construction.needs == "posterior":
-        start_time = time.perf_counter()
-        initial, V, slots = None, None, size
-        if support_method is not None:
-            thetas = approx.sample(key_theta, num_features)
-            start_cs, V = _posterior_driven.support.support_start(model, data, size, support_method, thetas,
-                                                                  key_proj, rows=rows, build=build, norm=norm,
-                                                                  dtype=dtype)
-            initial, slots = _compact_start(start_cs, size)
-        solve = compiled_coreset_fn(model, construction, slots, opts)
-        cs = _check_finite_result(solve(key_solve, jax.tree_util.tree_map(jnp.asarray, data),
-                                        start_from(approx, key_theta), initial=initial))
-        if support_method is not None:
-            cs = _pad_result(cs, size, support_method.name)
-            cs = Coreset(cs.indices, cs.weights, dict(cs.info, support_rows=rows), cs.method)
-        _warn_stuck_chains(cs.info, construction.name)
-        _warn_unfinished(cs.info, construction.name)
-        cs = Coreset(cs.indices, cs.weights, cs.info, cs.method, {
-            "method": construction.name, "size": size, "options": dict(opts), "key": _key_data(key),
-            "N": n, "time_s": time.perf_counter() - start_time,
-            "support": "uniform" if support_method is None else support_method.name,
-            "data_digest": _io.digest(data),
-            "support_rows": rows if support_method is not None else None})
-        return (cs, V) if return_vectors else cs
+        return _posterior(model, data, n, size, construction, opts, key, support_method, rows, pi_hat, init,
+                          norm, num_features, dtype, return_vectors)
+    approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
     V, stats = _projection.features(model, data, approx, key_theta, key_proj, norm, num_features, dtype)
     compress, compress_tol = options.pop("compress", "auto"), options.pop("compress_tol", 3e-3)
     cs = _build(V, stats, size, construction, key_solve, compress, compress_tol, options)
     cs = Coreset(cs.indices, cs.weights, cs.info, cs.method,
                  dict(cs.settings, norm=norm, num_features=num_features, key=_key_data(key),
                       data_digest=_io.digest(data)))
+    return (cs, V) if return_vectors else cs
+
+
+def _posterior(model, data, n, size, construction, opts, key, support_method, rows, pi_hat, init, norm,
+               num_features, dtype, return_vectors):
+    """`cj.coreset` for a posterior-driven method: its start (pi_hat's summary, or the model's zero theta for a
+    method that needs no pi_hat, `default_start`), an optional vector-method support, then its pure core."""
+    start_time = time.perf_counter()
+    key_pi, key_theta, key_proj, key_solve = _validate.split_key(key, 4)
+    initial, V, slots = None, None, size
+    if support_method is None and pi_hat is None and not construction.uses_pi_hat:
+        # No full-data pass: the same call as cj.coreset_fn(model, method, size)(key, data).
+        start, key_solve = default_start(model, data, init), key
+    else:
+        approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
+        start = start_from(approx, key_theta)
+    if support_method is not None:
+        thetas = approx.sample(key_theta, num_features)
+        start_cs, V = _posterior_driven.support.support_start(model, data, size, support_method, thetas,
+                                                              key_proj, rows=rows, build=build, norm=norm,
+                                                              dtype=dtype)
+        initial, slots = _compact_start(start_cs, size)
+    solve = compiled_coreset_fn(model, construction, slots, opts)
+    cs = _check_finite_result(solve(key_solve, jax.tree_util.tree_map(jnp.asarray, data), start, initial=initial))
+    if support_method is not None:
+        cs = _pad_result(cs, size, support_method.name)
+        cs = Coreset(cs.indices, cs.weights, dict(cs.info, support_rows=rows), cs.method)
+    _warn_stuck_chains(cs.info, construction.name)
+    _warn_unfinished(cs.info, construction.name)
+    cs = Coreset(cs.indices, cs.weights, cs.info, cs.method, {
+        "method": construction.name, "size": size, "options": dict(opts), "key": _key_data(key),
+        "N": n, "time_s": time.perf_counter() - start_time,
+        "support": "uniform" if support_method is None else support_method.name,
+        "data_digest": _io.digest(data),
+        "support_rows": rows if support_method is not None else None})
     return (cs, V) if return_vectors else cs
 
 

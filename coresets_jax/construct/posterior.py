@@ -15,25 +15,39 @@ import numpy as np
 from .. import pihat as _pihat
 from ..compilation import loop_jit_options
 from .. import progress as _progress
-from ..core import Coreset, Model
+from ..core import Coreset, Model, initial_theta
 from ..core import checks as _checks
 from ..core import validate as _validate
 from ..core import compiled as _compiled_fns
 from ..registry import Construction, Start, resolve
 from .vectors import _as_key, _finish
 
-__all__ = ["compiled_coreset_fn", "coreset_fn", "resolve_pi_hat", "start_from"]
+__all__ = ["compiled_coreset_fn", "coreset_fn", "default_start", "resolve_pi_hat", "start_from"]
+
+
+def default_start(model: Model, data: Any, init: Any = None) -> Start:
+    """The start of a method that needs no pi_hat (`Construction.uses_pi_hat` False): `init`, else the
+    model's starting theta (`init_params(data)`, or zeros of `dim`), with identity covariance; no pass over
+    the data."""
+    theta = initial_theta(model, data) if init is None else jnp.asarray(init)
+    if theta is None:
+        raise ValueError("model: give the model `dim` or `init_params`, or pass init= (a starting theta), so "
+                         "that its chains can start")
+    theta = theta.astype(jnp.promote_types(theta.dtype, jnp.float32))
+    return Start(theta, jnp.eye(theta.shape[0], dtype=theta.dtype))
 
 
 def coreset_fn(model: Model, method: Any, size: int, **options):
     """The pure core of a posterior-driven method:
-    `(key, data, start, data_weights=None, initial=None) -> Coreset`.
+    `(key, data, start=None, data_weights=None, initial=None) -> Coreset`.
 
     `start` is a `cj.Start(mean, cov)` (pi_hat's Gaussian summary; e.g. from `cj.laplace`), used to start
-    and precondition chains. `data_weights` (N,) weights the full-data target (default: ones). `initial`
-    `(indices, weights)`, each (size,), is the starting coreset (default: M rows drawn uniformly, as in the
-    papers); only its rows with weight > 0 are optimised. Jittable and vmappable over keys; validation
-    happens here, once.
+    and precondition chains; None: `default_start` (the model's zero theta, identity covariance), which is
+    what `cj.coreset` uses for methods that need no pi_hat, so `cj.coreset_fn(model, m, M)(key, data)` and
+    `cj.coreset(model, data, M, m, key=key)` give the same weights. `data_weights` (N,) weights the
+    full-data target (default: ones). `initial` `(indices, weights)`, each (size,), is the starting coreset
+    (default: the method's own, as in the papers); only its rows with weight > 0 are optimised. Jittable
+    and vmappable over keys; validation happens here, once.
     """
     if not isinstance(model, Model):
         raise ValueError(f"model: expected a cj.Model, got {type(model).__name__}")
@@ -43,10 +57,12 @@ def coreset_fn(model: Model, method: Any, size: int, **options):
 
     takes_initial = "initial" in inspect.signature(core).parameters
 
-    def solve(key, data, start, data_weights=None, initial=None) -> Coreset:
+    def solve(key, data, start=None, data_weights=None, initial=None) -> Coreset:
         n = jax.tree_util.tree_leaves(data)[0].shape[0]
         if size > n:
             raise ValueError(f"size: must be at most N = {n}")
+        if start is None:
+            start = default_start(model, data)
         if data_weights is None:
             data_weights = jnp.ones(n, jnp.result_type(start.mean.dtype, jnp.float32))
         if initial is None:
@@ -143,7 +159,7 @@ def _resolve_support(support: Any, construction: Construction) -> Optional[Const
     method = resolve(support, needs="vectors", argument="support")
     if method.name == "uniform":
         return None
-    if construction.default_support is None:
+    if not construction.takes_start:
         raise ValueError(f"support: {construction.name} builds its own support and takes no starting coreset; "
                          "leave support unset")
     return method
@@ -171,10 +187,11 @@ def _warn_unfinished(info: dict, name: str) -> None:
     """Say when a posterior-driven run stopped at a cap rather than by its own test. (A run that keeps its
     start because training did not lower the KL estimate is not a failure: `info["fell_back"]` says so.)"""
     if "converged" in info and not bool(np.asarray(info["converged"])):
+        stopped = int(np.asarray(info.get("stopped_by", 0)))
+        why = "the time budget" if stopped == 3 else "the cap, num_iters"
         warnings.warn(f"{name}: the weights had not settled after {int(np.asarray(info['iterations']))} "
-                      f"iterations (the cap, num_iters; drift KL {float(np.asarray(info['drift_kl'])):.3g}); the "
-                      "result is the average of the last third: raise num_iters for a settled answer",
-                      RuntimeWarning, stacklevel=3)
+                      f"iterations ({why}; drift KL {float(np.asarray(info['drift_kl'])):.3g} between the last "
+                      "checkpoints): raise num_iters for a settled answer", RuntimeWarning, stacklevel=3)
     if "hot_start_converged" in info and not bool(np.asarray(info["hot_start_converged"])):
         warnings.warn(f"{name}: the hot start reached its cap ({int(np.asarray(info['hot_start_steps']))} steps) "
                       "before the chains' log potentials passed the stationarity test; training started anyway",

@@ -38,11 +38,22 @@ Array = jax.Array
 
 
 
-def initial_coreset(key: Array, data_weights: Array, size: int, dtype) -> tuple[Array, Array]:
-    """M rows drawn without replacement with probabilities proportional to u (Gumbel top-k), each weighted
-    sum(u) / (number drawn). Rows with u = 0 are never drawn; if fewer than M rows are live, the extra
-    slots get weight 0."""
+def initial_coreset(key: Array, data_weights: Array, size: int, dtype, replace: bool = False
+                    ) -> tuple[Array, Array]:
+    """The M starting rows, drawn with probabilities proportional to u.
+
+    Without replacement (Coreset MCMC, coreset-mcmc.md §2.1 step 1; Gumbel top-k): M distinct rows, each
+    weighted sum(u) / (number drawn); rows with u = 0 are never drawn, and if fewer than M rows are live the
+    extra slots get weight 0. With replacement (quasi-Newton coresets, quasi-newton-coresets.md §2.1 step 1):
+    M inverse-CDF draws, duplicates merged into one slot weighted sum(u) c_m / M by their count c_m (the
+    authors' N c_m / sum c); the freed slots are padding (weight 0), so there can be fewer than M points."""
     u = data_weights.astype(dtype)
+    if replace:
+        v = jax.random.uniform(key, (size,), dtype) * jnp.sum(u)
+        draws = jnp.minimum(inverse_cdf(u, v), u.shape[0] - 1).astype(jnp.int32)
+        rows, counts = jnp.unique(draws, size=size, fill_value=0, return_counts=True)
+        weights = jnp.sum(u) * counts.astype(dtype) / size
+        return jnp.where(counts > 0, rows, 0).astype(jnp.int32), jnp.where(counts > 0, weights, 0.0)
     gumbel = jax.random.gumbel(key, u.shape, dtype)
     scores = jnp.where(u > 0, jnp.log(jnp.where(u > 0, u, 1.0)) + gumbel, -jnp.inf)
     best, indices = top_k(scores, size)
@@ -75,32 +86,44 @@ def subsampler(data_weights: Array, num: int, dtype):
     return draw
 
 
+EXACT_CHUNK_ELEMENTS = 1 << 22   # log-likelihoods per step of the exact sum (16 MiB in float32)
+
+
 def full_data_estimator(model: Model, data: Any, data_weights: Array, num: int, anchor: Array, dtype,
                         control_variate: bool = True):
     """`estimate(key, thetas) -> (K,)`: T(theta_k) = sum_n u_n L_n(theta_k), up to one offset shared by the K
-    thetas of a call, from `num` subsampled rows (module docstring).
+    thetas of a call (module docstring).
 
-    With `control_variate`, the gradient G = sum_n u_n grad L_n(anchor) is computed here once (one O(N D)
-    pass) and each call returns G.(theta - anchor) plus the subsample estimate of the Taylor remainder.
-    Without it, each call returns the plain estimate (sum(u)/num) sum_s L_{n_s}(theta). With num >= N the
-    sum is exact either way, and no gradient pass is made.
+    - num >= N: the exact sum over every row, in chunks of about 2^22 log-likelihoods (memory O(chunk K),
+      never N x K), each row relative to its value at the anchor (the quasi-Newton authors' full-data sums).
+    - num < N without `control_variate`: the plain estimate (sum(u)/num) sum_s L_{n_s}(theta) from `num`
+      rows drawn with probabilities u / sum(u) (Coreset MCMC's subsample), each row again relative to its
+      value at the anchor, evaluated on the drawn rows only: no O(N) pass anywhere.
+    - num < N with `control_variate`: the gradient G = sum_n u_n grad L_n(anchor) is computed here once (one
+      O(N D) pass) and each call returns G.(theta - anchor) plus the subsample estimate of the Taylor
+      remainder.
+    Rows relative to the anchor keep the sums of O(1) terms: float32 sums of 10^4 Poisson rows of ~-6000
+    each (log y!) err by nats otherwise.
     """
-    draw = subsampler(data_weights, num, dtype)
     n = data_weights.shape[0]
-    lls = jax.vmap(lambda th, d: log_likelihoods(model, th, d), in_axes=(0, None))
-    if num >= n or not control_variate:
-        # Each row relative to its value at the anchor (one O(N) pass): the sum then adds O(1) terms, not
-        # ones as large as log y! (float32 sums of 10^4 Poisson rows of ~-6000 each err by nats).
-        base = log_likelihoods(model, anchor.astype(dtype), data).astype(dtype)
-        base = jnp.where(jnp.isfinite(base), base, 0.0)
-
-        def plain(key, thetas):
-            idx, row_weights = draw(key)
-            return (lls(thetas, take_data(data, idx)).astype(dtype) - base[idx]) @ row_weights
-        return plain
-
     anchor = anchor.astype(dtype)
     u = jnp.where(data_weights > 0, data_weights, 0.0).astype(dtype)
+    lls = jax.vmap(lambda th, d: log_likelihoods(model, th, d), in_axes=(0, None))
+
+    def at_anchor(rows):
+        base = log_likelihoods(model, anchor, rows).astype(dtype)
+        return jnp.where(jnp.isfinite(base), base, 0.0)
+
+    if num >= n:
+        return exact_sum(model, data, u, anchor, dtype)
+    draw = subsampler(data_weights, num, dtype)
+    if not control_variate:
+        def plain(key, thetas):
+            idx, row_weights = draw(key)
+            rows = take_data(data, idx)
+            return (lls(thetas, rows).astype(dtype) - at_anchor(rows)) @ row_weights
+        return plain
+
     total_gradient = jax.grad(lambda th: weighted_sum(u, log_likelihoods(model, th, data)))(anchor)
     rows_at_anchor = jax.vmap(jax.value_and_grad(model.log_likelihood), in_axes=(None, 0))
 
@@ -108,12 +131,41 @@ def full_data_estimator(model: Model, data: Any, data_weights: Array, num: int, 
         idx, row_weights = draw(key)
         rows = take_data(data, idx)
         shift = (thetas - anchor).astype(dtype)                                  # (K, D)
-        at_anchor, slopes = rows_at_anchor(anchor, rows)                         # (S,), (S, D): one pass
-        at_anchor, slopes = at_anchor.astype(dtype), slopes.astype(dtype)
-        remainder = lls(thetas, rows).astype(dtype) - at_anchor - shift @ slopes.T  # (K, S)
+        base, slopes = rows_at_anchor(anchor, rows)                              # (S,), (S, D): one pass
+        base, slopes = base.astype(dtype), slopes.astype(dtype)
+        remainder = lls(thetas, rows).astype(dtype) - base - shift @ slopes.T    # (K, S)
         return shift @ total_gradient + remainder @ row_weights
 
     return with_control_variate
+
+
+def exact_sum(model: Model, data: Any, u: Array, anchor: Array, dtype):
+    """`estimate(key, thetas) -> (K,)`: sum_n u_n (L_n(theta_k) - L_n(anchor)) over every row, in chunks
+    (`full_data_estimator`); the key is unused. The anchor's values are computed once (N numbers)."""
+    n = u.shape[0]
+    base = log_likelihoods(model, anchor, data).astype(dtype)
+    base = jnp.where(jnp.isfinite(base), base, 0.0)
+    lls = jax.vmap(lambda th, d: log_likelihoods(model, th, d), in_axes=(0, None))
+
+    def exact(key, thetas):
+        del key
+        k = thetas.shape[0]
+        chunk = max(1, min(n, EXACT_CHUNK_ELEMENTS // max(k, 1)))
+        if chunk >= n:
+            return (lls(thetas, data).astype(dtype) - base) @ u
+        count = -(-n // chunk)
+
+        def one(total, c):
+            idx = c * chunk + jnp.arange(chunk)
+            valid = idx < n
+            idx = jnp.minimum(idx, n - 1)
+            values = lls(thetas, take_data(data, idx)).astype(dtype) - base[idx]
+            return total + values @ jnp.where(valid, u[idx], 0.0), None
+
+        total, _ = jax.lax.scan(one, jnp.zeros(k, dtype), jnp.arange(count))
+        return total
+
+    return exact
 
 
 def relative_lls(model: Model, rows: Any, anchor: Array, dtype):
@@ -176,21 +228,35 @@ class Setup(NamedTuple):
     tuning: Any
 
 
+CHAIN_INITS = ("standard_normal", "start", "laplace")
+
+
 def set_up(keys: tuple, model: Model, data: Any, data_weights: Array, start: Start, initial, *, size: int,
-           rows_per_estimate: int, control_variate: bool, hot_start: bool, kernel: str, num_chains: int,
-           num_warmup: int, settings: dict, dtype) -> Setup:
-    """The common start of both methods: the initial coreset (M rows drawn in proportion to u, or `initial`),
-    the estimate of sum_n u_n L_n from `rows_per_estimate` rows, and K chains warmed up on pi_w0 from its own
-    Laplace fit (`hot_start`) or from pi_hat's `start`. `keys` = (for the coreset draw, for the chains)."""
+           rows_per_estimate: int, control_variate: bool, chain_init: str, kernel: str, num_chains: int,
+           num_warmup: int, settings: dict, dtype, replace: bool = False) -> Setup:
+    """The common start of both methods: the initial coreset (M rows drawn in proportion to u, with or
+    without `replace`ment, or `initial`), the estimate of sum_n u_n L_n from `rows_per_estimate` rows, and K
+    chains warmed up on pi_w0. `keys` = (for the coreset draw, for the chains).
+
+    `chain_init`: "standard_normal" draws the chains from N(start.mean, I) (the Coreset MCMC authors'
+    N(0, I) when the start is the model's zero; coreset-mcmc.md §5.7); "start" from N(start.mean, start.cov)
+    (pi_hat); "laplace" from the Laplace fit of pi_w0 itself on the M rows (`coreset_start`, ours), which
+    also preconditions the kernel."""
     k_core, k_chains = keys
     if initial is None:
-        indices, w0 = initial_coreset(k_core, data_weights, size, dtype)
+        indices, w0 = initial_coreset(k_core, data_weights, size, dtype, replace)
     else:
         indices, w0 = initial[0].astype(jnp.int32), initial[1].astype(dtype)
     rows = take_data(data, indices)
     estimate = full_data_estimator(model, data, data_weights, rows_per_estimate, start.mean, dtype,
                                    control_variate)
-    chain_start = coreset_start(model, rows, w0, start) if hot_start else start
+    if chain_init == "laplace":
+        chain_start = coreset_start(model, rows, w0, start)
+    elif chain_init == "standard_normal":
+        d = start.mean.shape[0]
+        chain_start = Start(start.mean.astype(dtype), jnp.eye(d, dtype=dtype))
+    else:
+        chain_start = start
     chains, tuning = start_chains(k_chains, kernel, weighted_log_density(model, rows, w0), chain_start,
                                   num_chains, num_warmup, settings)
     return Setup(indices, w0, w0 > 0, rows, estimate, relative_lls(model, rows, start.mean, dtype), chains,
@@ -238,16 +304,26 @@ def kl_estimate(coreset_lls: Array, target: Array, weights: Array, mask=None) ->
     return jnp.where(jnp.all(finite | ~mask), log_mean_exp - mean, jnp.inf)
 
 
-def default_subsample(subsample: int, size: int, n: int, per_step: bool = False) -> int:
-    """`subsample` = 0 means: for a method that draws a batch of samples per step (quasi-Newton), every
-    row (exact) up to N = 20,000, else max(4 M, 4096) rows; for one that estimates T at every chain step
-    (Coreset MCMC), min(N, max(2 M, 2048)) rows, a small cost beside the chain steps on M rows. Subsamples
-    use the control variate, whose remainder noise is then well under the chains' own."""
+def default_subsample(subsample, size: int, n: int, per_step: bool = False) -> int:
+    """Rows S per full-data estimate. An int S >= 1 is used as given (S >= N: every row, exact). None: the
+    authors' choice, S = M for Coreset MCMC (`per_step`, hot-dog.md §2.2 `proj_n`) and every row for
+    quasi-Newton (quasi-newton-coresets.md §2.2). 0: ours, for a method that draws a batch of samples per
+    step (quasi-Newton) every row up to N = 20,000, else max(4 M, 4096) rows; for one that estimates T at
+    every chain step (Coreset MCMC), min(N, max(2 M, 2048)) rows, a small cost beside the chain steps on M
+    rows, with the control variate making its noise well under the chains' own."""
+    if subsample is None:
+        return min(n, size) if per_step else n
     if subsample > 0:
         return subsample
     if per_step:
         return min(n, max(2 * size, 2048))
     return n if n <= 20_000 else max(4 * size, 4096)
+
+
+def check_subsample(subsample) -> None:
+    """None, 0, or a positive int (`default_subsample`)."""
+    if subsample is not None:
+        check_count(subsample, "subsample", 0)
 
 
 class StationaryRun(NamedTuple):

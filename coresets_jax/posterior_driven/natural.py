@@ -11,7 +11,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["Preconditioner", "effective_dimension", "empty_preconditioner", "natural_direction", "newton_step",
+__all__ = ["Preconditioner", "effective_dimension", "empty_preconditioner", "natural_direction", "natural_step", "newton_step",
            "push_history", "refresh_preconditioner", "window_gradient"]
 
 Array = jax.Array
@@ -104,14 +104,21 @@ def natural_direction(pre: Preconditioner, grad: Array) -> Array:
 def newton_step(pre: Preconditioner, coreset_lls: Array, targets: Array, weights: Array, live: Array,
                 step: Array, capped: Array, *, refresh: int, tau: float, step_fraction: float,
                 trust: float) -> tuple[Array, Preconditioner, Array]:
-    """One "newton" update of Coreset MCMC (coreset_mcmc.py step 4): record the chain states, refresh the
+    """Record the chain states (`push_history`), then `natural_step`."""
+    pre = push_history(pre, coreset_lls, targets)
+    return natural_step(pre, weights, live, step, capped, refresh=refresh, tau=tau, step_fraction=step_fraction,
+                        trust=trust)
+
+
+def natural_step(pre: Preconditioner, weights: Array, live: Array, step: Array, capped: Array, *, refresh: int,
+                 tau: float, step_fraction: float, trust: float) -> tuple[Array, Preconditioner, Array]:
+    """One "newton" update of Coreset MCMC (ours; `cj.refine`) on the recorded window: refresh the
     preconditioner every `refresh` steps, and return (delta, preconditioner, capped) with
 
         delta = step_fraction * (F + ridge I)^{-1} g_window,  shortened so that (1/2)|Phi delta|^2 <= trust,
 
     the move's predicted KL change in the Fisher metric. `capped` is a moving average of whether the trust
-    region shortened the step: a run still shortened is travelling (the stopping rule waits for it)."""
-    pre = push_history(pre, coreset_lls, targets)
+    region shortened the step."""
     pre = jax.lax.cond(step % refresh == 0, lambda p: refresh_preconditioner(p, live, weights, tau),
                        lambda p: p, pre)
     direction = natural_direction(pre, window_gradient(pre, weights))

@@ -1,36 +1,44 @@
 """Quasi-Newton coresets (Naik, Rousseau & Campbell, NeurIPS 2022), as their authors' code runs them
-(`papers/quasi-newton-coresets.md` §2), made safe.
+(`papers/quasi-newton-coresets.md` §2). Every default is the authors'; each departure is an option, listed
+below, and `cj.refine(method="quasi_newton")` turns on the project's set of them.
 
-1. **Points.** M rows drawn with probabilities proportional to the data weights u, without replacement,
-   each weighted sum(u) / M; or, with `support=` in `cj.coreset`, a Hilbert coreset's points and weights.
-2. **Each step** draws S = `num_chains` x `num_draws` samples of the current pi_w: the chains (default the
-   tuning-free slice kernel, persistent across steps) first run until their log potentials pass the
-   hot-start stationarity test (hot-dog.md §2.1, capped at `max_burn`), so every step's samples are of the
-   current weights. From them, with C the (M x S) centred coreset log-likelihoods and rho the centred
-   residual T - w.L (T the full-data log-likelihood, exact up to N = 20,000, else subsampled with the
-   control variate of `common.full_data_estimator`):
+1. **Points.** M rows drawn uniformly *with* replacement, duplicates merged into one point weighted
+   N c_m / M by its count (`common.initial_coreset`, replace=True): there can be fewer than M points.
+2. **Each evaluation draws fresh samples** of the current pi_w: S = 500 draws of one NUTS chain after
+   1,000 warm-up steps of window adaptation (the authors run Stan this way), or exact draws where the model
+   has a closed-form posterior (`model.posterior`; the authors' Gaussian and linear experiments). From C,
+   the (M x S) log-likelihoods of the points centred over the draws, and rho, the centred residual
+   T - w.L with T the exact full-data log-likelihood (every row, in chunks):
 
-       g = -C rho / S  (Q4),   H = C C^T / S + tau * mean_m H_mm I  (Q5),   d = H^{-1} g  (Q6)
+       g = -C rho / S  (Q4),   H = C C^T / S + tau I, tau = 0.01  (Q5),   d = H^{-1} g  (Q6).
 
-   (tau relative, so one default fits every likelihood scale; the authors' tau = 0.01 is absolute).
+   The direction and the gradient come from two separate fresh samples.
 3. **First step: the authors' line search** (`an_opt`): a = 1, divided by 1.5 while every coordinate of
-   w_0 - a d is negative; then up to `num_tries` candidates w_0 - a d (clipped at 0), each tested on a fresh
-   sample of its own posterior by the curvature ratio q = <g(w_c), d> / <g(w_0), d>: accept if 0 < q < 0.9,
-   else divide a by 1.5. If no candidate passes, the authors' fallback: return w_0 (`info["fallback"]`).
-4. **Later steps**: unit steps w <- max(w - d, 0), stopping early when the relative decrease of the
-   gradient norm, (|g_{t-1}| - |g_t|) / |g_t|, is at most `early_stop` (the authors' 0.1; an increase also
-   stops). If sum(w) falls to 0, the weights reset to w_0.
-5. **Never worse than the start** (ours): the start is the incumbent; each later iterate replaces it only
-   if a paired comparison of the two (`compare.paired_kl_difference`: the difference of their KLs from
-   both rounds' draws, common random numbers through the weights) says it is better by `z` standard
-   errors. The incumbent is then re-sampled, and so is the start, and the same test on those fresh draws
-   must pass again, or the start is returned (`info["confirmed"]`). `info` reports `best_step` (0 is the
-   start), `kl_estimates` (each round's own estimate), `kl_differences` (each iterate against the
-   incumbent of its time) and `start_kl_estimate`. Choosing the smallest of the independent estimates, as
-   before, picked iterates by their noise (benchmarks/README.md).
+   w_0 - a d is negative; then up to 10 candidates w_0 - a d (clipped at 0), each tested on a fresh sample
+   of its own posterior by the curvature ratio q = <g(w_c), d> / <g(w_0), d>: accept if 0 < q < 0.9, else
+   divide a by 1.5. If no candidate passes, w_0 is returned (`info["fallback"]`): QNC is then uniform
+   subsampling.
+4. **Later steps**: unit steps w <- max(w - d, 0), at most 20, stopping early when the relative decrease of
+   the gradient norm, (|g_{t-1}| - |g_t|) / |g_t|, is at most 0.1 (an increase also stops). If sum(w)
+   falls to 0, the weights reset to w_0. The last iterate is returned, with the draws of its direction
+   sample as `info["samples"]`.
 
-Cost per step: the chains' steps on M rows, S (M + S') likelihood evaluations (S' rows for T), and an
-O(M^3) solve; no O(N) term after the control variate's one gradient pass.
+Departures, each an option whose default is the authors' value (`REFINE_OPTIONS` sets the "ours" column):
+
+| option | authors (default) | ours (`cj.refine`) | why |
+|---|---|---|---|
+| start | M uniform rows with replacement | the given coreset | refine a Hilbert coreset |
+| kernel, num_chains, num_draws, num_warmup | NUTS, 1 chain x 500 draws after 1,000 warm-up steps ("exact" with `model.posterior`) | "slice" (preconditioned), 4 chains x 125 draws | |
+| fresh_chains | True: every sample warms a chain up anew (from the last chain's position; the authors' Stan restarts at random) | False: persistent chains, burnt in to the hot-start test after each weight change (`max_burn`) | ~10x fewer kernel steps |
+| separate_gradient_draws | True | False: one sample gives d and g | half the sampling |
+| subsample, control_variate | every row, exact | max(4 M, 4096) rows above N = 20,000, with the control variate | the exact sum is O(N S) per evaluation |
+| relative_tau | False: tau absolute | True: tau times the mean of diag Cov(L) | one default for every likelihood scale |
+| chain_init | "standard_normal" | "laplace" | as Coreset MCMC's |
+| keep_best | False: the last iterate | True: an iterate replaces the incumbent only if a paired comparison of their KLs (`compare.paired_kl_difference`) says so by `z` standard errors, confirmed on fresh draws against the start | the KL of noisy Newton iterates can rise |
+| timed | False | True: refine's wall-clock budget (`budget.py`) | |
+
+Cost per step: two samples of pi_w on M rows, S (M + N) likelihood evaluations (the exact T), and an
+O(M^3) solve; with the subsample, no O(N) term after the control variate's one gradient pass.
 """
 
 from __future__ import annotations
@@ -42,26 +50,37 @@ import jax.numpy as jnp
 
 from .. import progress as _progress
 from ..core import Model, weighted_log_density
-from ..inference.driver import step_chains
-from .common import (check_bool, check_count, check_kernel, check_positive, default_subsample, kl_estimate,
-                     run_until_stationary, set_up)
+from ..inference import kernels as _kernels
+from ..inference.driver import _chain, step_chains
+from . import budget as _budget
+from .common import (CHAIN_INITS, check_bool, check_count, check_kernel, check_positive, check_subsample,
+                     default_subsample, kl_estimate, run_until_stationary, set_up)
 from .compare import Z, better, paired_kl_difference
 
-__all__ = ["newton_direction", "quasi_newton"]
+__all__ = ["REFINE_OPTIONS", "newton_direction", "quasi_newton"]
 
 Array = jax.Array
 SHRINK = 1.5        # the authors' line-search factor
 CURVATURE = 0.9     # accept a first step whose curvature ratio q lies in (0, CURVATURE)
 
+# The project's departures, as `cj.refine(method="quasi_newton")` runs them (module docstring's table).
+REFINE_OPTIONS = {
+    "kernel": "slice", "num_chains": 4, "num_draws": 125, "num_warmup": 0, "fresh_chains": False,
+    "separate_gradient_draws": False, "subsample": 0, "control_variate": True, "relative_tau": True,
+    "chain_init": "laplace", "keep_best": True, "timed": True,
+}
 
-def newton_direction(coreset_lls: Array, target: Array, weights: Array, tau, live=None) -> tuple[Array, Array]:
+
+def newton_direction(coreset_lls: Array, target: Array, weights: Array, tau, live=None,
+                     relative_tau: bool = True) -> tuple[Array, Array]:
     """(H^{-1} g, g) from S samples of pi_w (Eqs. Q4-Q6 of quasi-newton-coresets.md).
 
     Args:
       coreset_lls: (S, M) L_m(theta_s).
       target: (S,) the (estimated) full-data log-likelihood sum_n u_n L_n(theta_s).
       weights: (M,) w.
-      tau: relative regularisation: H = Cov(L) + tau * mean(diag Cov(L)) I.
+      tau: the ridge: H = Cov(L) + tau I (the authors'), or with `relative_tau`
+        H = Cov(L) + tau * mean(diag Cov(L)) I.
       live: (M,) bool, the slots that may move (default: all); the others (padding) have rows of H equal
         to the identity and g = 0. A live slot at w = 0 can come back: the clip at 0 is not a mask.
     """
@@ -72,7 +91,7 @@ def newton_direction(coreset_lls: Array, target: Array, weights: Array, tau, liv
     residual = target - lls @ jnp.where(live, weights, 0.0)
     grad = -(centred.T @ (residual - jnp.mean(residual))) / s
     cov = centred.T @ centred / s
-    scale = jnp.sum(jnp.diag(cov)) / jnp.maximum(jnp.sum(live), 1)
+    scale = jnp.sum(jnp.diag(cov)) / jnp.maximum(jnp.sum(live), 1) if relative_tau else 1.0
     both = live[:, None] & live[None, :]
     m = weights.shape[0]
     hessian = jnp.where(both, cov, 0.0) + jnp.diag(jnp.where(live, tau * scale, 1.0))
@@ -125,82 +144,130 @@ class StepState(NamedTuple):
     key: Array
 
 
-def quasi_newton(model: Model, size: int, kernel: str = "slice", kernel_settings: tuple = (),
-                 num_chains: int = 4, num_iters: int = 20, num_draws: int = 125, max_burn: int = 1000,
-                 num_warmup: int = 0, subsample: int = 0, tau: float = 1e-2, num_tries: int = 10,
-                 early_stop: float = 0.1, control_variate: bool = True, hot_start: bool = True, z: float = Z):
-    """Quasi-Newton refinement of M = `size` points as a pure posterior-driven core (module docstring).
+def quasi_newton(model: Model, size: int, kernel: str = "auto", kernel_settings: tuple = (),
+                 num_chains: int = 1, num_iters: int = 20, num_draws: int = 500, num_warmup: int = 1000,
+                 fresh_chains: bool = True, separate_gradient_draws: bool = True, subsample: Any = None,
+                 control_variate: bool = False, tau: float = 1e-2, relative_tau: bool = False,
+                 num_tries: int = 10, early_stop: float = 0.1, chain_init: str = "standard_normal",
+                 max_burn: int = 1000, keep_best: bool = False, z: float = Z, timed: bool = False):
+    """Quasi-Newton coresets of M = `size` points as a pure posterior-driven core (module docstring).
 
     Args:
       model: the model.
-      size: M.
-      kernel: the registered kernel sampling pi_w ("slice" default). The option names are shared by every
-        posterior-driven method (`posterior_driven/options.py`); `cj.sample` names its kernel `method=`, an
-        argument of the public sampling function rather than a construction option.
+      size: M (draws with replacement: the coreset can have fewer points).
+      kernel: "auto" (the authors': "exact" where `model.posterior` exists, else "nuts"), "exact", or a
+        registered kernel ("slice", "mala", ...).
       kernel_settings: the kernel's settings as (name, value) pairs (`cj.coreset` accepts a dict).
-      num_chains: K chains; S = K * num_draws samples per step (the authors' S = 500).
-      num_iters: the most quasi-Newton steps (the authors' 20; alias `num_steps`).
-      num_draws: kept draws per chain per step.
-      max_burn: the cap on the stationarity-tested burn-in after each weight change.
-      num_warmup: tuning warm-up steps at w_0 (for kernels that adapt).
-      subsample: S', rows of the full-data estimate; 0: every row up to N = 20,000, else max(4 M, 4096).
-      tau: relative ridge of H (module docstring).
+      num_chains, num_draws: S = num_chains x num_draws samples per evaluation (the authors' 1 x 500).
+      num_iters: the most unit steps after the line-searched first step (the authors' 20; alias `num_steps`).
+      num_warmup: each fresh chain's warm-up (the authors' 1,000; window adaptation for NUTS).
+      fresh_chains: warm a chain up anew for every sample (the authors'); False: persistent chains.
+      separate_gradient_draws: the gradient from a sample of its own (the authors'); False: shared.
+      subsample: rows of the full-data estimate; None (the authors') every row; 0 (ours) every row up to
+        N = 20,000, else max(4 M, 4096); or an int.
+      control_variate: the first-order control variate for a subsampled full-data estimate (ours).
+      tau, relative_tau: the ridge of H (module docstring).
       num_tries: the line search's most candidates (the authors' 10).
       early_stop: stop when the gradient norm's relative decrease is at most this (the authors' 0.1).
-      control_variate: the first-order control variate for a subsampled full-data estimate.
-      hot_start: start the chains at the Laplace fit of pi_{w_0} (`common.coreset_start`).
-      z: an iterate replaces the incumbent when its paired KL difference is below -z standard errors
-        (step 5; `compare.better`).
+      chain_init: where chains start (`common.set_up`).
+      max_burn: persistent chains' cap on the stationarity-tested burn-in after each weight change.
+      keep_best, z: the paired choice of the incumbent (ours; module docstring).
+      timed: look at `cj.refine`'s wall-clock budget between steps (`budget.py`).
 
     Returns:
       `solve(key, data, start, data_weights, initial=None) -> (indices, weights, info)`; `info` holds
-      `samples` (K, num_draws, D) of the returned weights' posterior, `best_step`, `kl_estimates`,
-      `kl_differences`, `start_kl_estimate`, `best_kl_estimate` (the chosen iterate's, from the round that
-      chose it), `kl_estimate` (from a fresh round at the returned weights), `confirmed` (the fresh rounds'
-      test passed; False: the start is returned), `final_difference` (that test's KL difference and
-      standard error), `steps`, `fallback`, `first_step`, `initial_weights`.
+      `samples` (K, num_draws, D) of the returned weights' posterior, `steps`, `fallback`, `first_step`,
+      `line_search_tries`, `kl_estimates` (each round's own estimate), `initial_weights`, `final_iterate`;
+      with `keep_best` also `best_step`, `kl_differences`, `confirmed`, `final_difference`.
     """
-    settings = check_kernel(kernel, kernel_settings)
+    exact = kernel == "exact" or (kernel == "auto" and model.posterior is not None)
+    if kernel == "auto":
+        kernel = "exact" if exact else "nuts"
+    if exact:
+        if model.posterior is None:
+            raise ValueError("kernel: 'exact' needs a model with a closed-form posterior (model.posterior)")
+        if kernel_settings:
+            raise ValueError("kernel_settings: 'exact' draws take no settings")
+        settings = {}
+    else:
+        settings = check_kernel(kernel, kernel_settings)
     check_count(num_chains, "num_chains", 1)
     for name, value in (("num_iters", num_iters), ("num_draws", num_draws), ("num_tries", num_tries)):
         check_count(value, name)
-    for name, value in (("max_burn", max_burn), ("num_warmup", num_warmup), ("subsample", subsample)):
+    for name, value in (("max_burn", max_burn), ("num_warmup", num_warmup)):
         check_count(value, name, 0)
+    check_subsample(subsample)
     if num_chains * num_draws < 2:
         raise ValueError("num_draws: num_chains * num_draws must be at least 2 (H and g are sample covariances)")
+    if chain_init not in CHAIN_INITS:
+        raise ValueError(f"chain_init: unknown value {chain_init!r}; expected one of {list(CHAIN_INITS)}")
     tau = check_positive(tau, "tau")
     early_stop = check_positive(early_stop, "early_stop")
     z = check_positive(z, "z")
-    control_variate, hot_start = check_bool(control_variate, "control_variate"), check_bool(hot_start, "hot_start")
+    fresh_chains, separate_gradient_draws, control_variate, relative_tau, keep_best, timed = (
+        check_bool(v, n) for v, n in ((fresh_chains, "fresh_chains"),
+                                      (separate_gradient_draws, "separate_gradient_draws"),
+                                      (control_variate, "control_variate"), (relative_tau, "relative_tau"),
+                                      (keep_best, "keep_best"), (timed, "timed")))
+    chain_kernel = "slice" if exact else kernel  # exact draws need no chains; set_up still makes cheap ones
 
     def solve(key, data, start, data_weights, initial=None):
         dtype = jnp.result_type(start.mean.dtype, jnp.float32)
         k_core, k_chains, k_first, k_search, k_loop, k_last = jax.random.split(key, 6)
+        chain_settings = check_kernel(chain_kernel, ()) if exact else settings
         indices, w0, live, rows, estimate, lls, chains, tuning = set_up(
             (k_core, k_chains), model, data, data_weights, start, initial, size=size,
             rows_per_estimate=default_subsample(subsample, size, data_weights.shape[0]),
-            control_variate=control_variate, hot_start=hot_start, kernel=kernel, num_chains=num_chains,
-            num_warmup=num_warmup, settings=settings, dtype=dtype)
+            control_variate=control_variate, chain_init=chain_init, kernel=chain_kernel, num_chains=num_chains,
+            num_warmup=0 if fresh_chains else num_warmup, settings=chain_settings, dtype=dtype, replace=True)
         d = start.mean.shape[0]
 
-        def sample(key, chains, weights) -> Sampled:
-            """Burn in to the stationarity test, then draw; the lls, T, g, d and the KL estimate."""
-            k_burn, k_draw, k_sub = jax.random.split(key, 3)
+        def draw(key, chains, weights):
+            """(chains, (num_draws, K, D) draws) of pi_w: exact, fresh chains, or persistent chains."""
             density = weighted_log_density(model, rows, weights)
+            if exact:
+                mean, cov = model.posterior(rows, jnp.where(live, weights, 0.0))
+                chol = jnp.linalg.cholesky(cov.astype(dtype))
+                z = jax.random.normal(key, (num_draws, num_chains, d), dtype)
+                return chains, (mean.astype(dtype) + z @ chol.T)
+            if fresh_chains:
+                chain = _chain(kernel, density, settings, num_draws, num_warmup, 1)
+                tuning0 = _kernels.initial_tuning(kernel, tuning_cov, settings)
+                draws, _ = jax.vmap(chain, in_axes=(0, 0, None))(jax.random.split(key, num_chains),
+                                                                  chains.position, tuning0)
+                positions = draws[:, -1]
+                chains = chains._replace(position=positions, logdensity=jax.vmap(density)(positions))
+                return chains, jnp.swapaxes(draws, 0, 1).astype(dtype)
+            k_burn, k_draw = jax.random.split(key)
             chains = chains._replace(logdensity=jax.vmap(density)(chains.position))  # the target moved
-            chains, burn, _, _ = run_until_stationary(k_burn, kernel, density, chains, tuning, settings,
-                                                      max_burn, d)
+            chains, _, _, _ = run_until_stationary(k_burn, kernel, density, chains, tuning, settings, max_burn, d)
 
             def one(chains, k):
                 chains, _ = step_chains(k, kernel, density, chains, tuning, settings, refresh=False)
                 return chains, chains.position
 
-            chains, kept = jax.lax.scan(one, chains, jax.random.split(k_draw, num_draws))
+            return jax.lax.scan(one, chains, jax.random.split(k_draw, num_draws))
+
+        tuning_cov = jnp.eye(d, dtype=dtype) if chain_init == "standard_normal" else start.cov.astype(dtype)
+
+        def summarise(key, chains, kept, weights) -> Sampled:
             flat = kept.reshape(-1, d)
             core = lls(flat)
-            target = estimate(k_sub, flat).astype(dtype)
-            direction, grad = newton_direction(core, target, weights, tau, live)
-            return Sampled(chains, kept, core, target, grad, direction, kl_estimate(core, target, weights), burn)
+            target = estimate(key, flat).astype(dtype)
+            direction, grad = newton_direction(core, target, weights, tau, live, relative_tau)
+            return Sampled(chains, kept, core, target, grad, direction, kl_estimate(core, target, weights),
+                           jnp.asarray(0))
+
+        def sample(key, chains, weights) -> Sampled:
+            """A round at `weights`: the direction's draws, and (separate_gradient_draws) the gradient from
+            draws of its own."""
+            k_dir, k_sub, k_grad, k_sub2 = jax.random.split(key, 4)
+            chains, kept = draw(k_dir, chains, weights)
+            out = summarise(k_sub, chains, kept, weights)
+            if separate_gradient_draws:
+                chains, kept2 = draw(k_grad, chains, weights)
+                out = out._replace(chains=chains, grad=summarise(k_sub2, chains, kept2, weights).grad)
+            return out
 
         first = sample(k_first, chains, w0)
 
@@ -228,9 +295,10 @@ def quasi_newton(model: Model, size: int, kernel: str = "slice", kernel_settings
                                     SearchState(a0, jnp.asarray(0), jnp.asarray(False), w0, first, k_search))
         fallback = ~search.accepted
 
-        # ---- later unit steps with the authors' early stop; the best iterate by the KL estimate
+        # ---- later unit steps with the authors' early stop
         def step_cond(s):
-            return (~s.done) & (s.step < num_iters)
+            out_of_time = _budget.expired(s.step, every=1) if timed else jnp.asarray(False)
+            return (~s.done) & (s.step <= num_iters) & ~out_of_time
 
         def challenge(best_w, best, weights, sampled):
             """(replace the incumbent?, the paired KL difference) for a new round against the incumbent's."""
@@ -248,24 +316,38 @@ def quasi_newton(model: Model, size: int, kernel: str = "slice", kernel_settings
             sampled = sample(k_sample, s.sampled.chains, weights)
             norm = jnp.linalg.norm(sampled.grad)
             stop = (s.previous_norm - norm) / jnp.maximum(norm, jnp.finfo(dtype).tiny) <= early_stop
-            wins, delta = challenge(s.best_weights, s.best_sampled, weights, sampled)
             step = s.step + 1
+            if keep_best:
+                wins, delta = challenge(s.best_weights, s.best_sampled, weights, sampled)
+            else:
+                wins, delta = jnp.asarray(True), jnp.asarray(jnp.nan, dtype)
             return StepState(weights, sampled, norm, step, stop, jnp.where(wins, weights, s.best_weights),
                              choose(wins, sampled, s.best_sampled), jnp.where(wins, step, s.best_step),
                              s.kls.at[step].set(sampled.kl), s.diffs.at[step].set(delta), key)
 
-        kls = jnp.full(num_iters + 1, jnp.nan, dtype).at[0].set(first.kl)
-        diffs = jnp.full(num_iters + 1, jnp.nan, dtype).at[0].set(0.0)
-        wins, delta = challenge(w0, first, search.weights, search.sampled)
-        wins = wins & ~fallback
+        kls = jnp.full(num_iters + 2, jnp.nan, dtype).at[0].set(first.kl)
+        diffs = jnp.full(num_iters + 2, jnp.nan, dtype).at[0].set(0.0)
+        if keep_best:
+            wins, delta = challenge(w0, first, search.weights, search.sampled)
+            wins = wins & ~fallback
+        else:
+            wins, delta = ~fallback, jnp.asarray(jnp.nan, dtype)
         state = StepState(search.weights, search.sampled, jnp.linalg.norm(search.sampled.grad), jnp.asarray(1),
                           fallback, jnp.where(wins, search.weights, w0), choose(wins, search.sampled, first),
                           jnp.where(wins, 1, 0), kls.at[1].set(jnp.where(fallback, jnp.nan, search.sampled.kl)),
                           diffs.at[1].set(jnp.where(fallback, jnp.nan, delta)), k_loop)
         state = _progress.while_loop(step_cond, step_body, state, desc="quasi-Newton (steps)", every=1,
-                                     total=num_iters)
+                                     total=num_iters + 1)
 
-        # ---- confirm on fresh rounds of the incumbent and the start (no draw is reused from the choice)
+        info = {"steps": state.step, "fallback": fallback, "first_step": search.a,
+                "line_search_tries": search.tries, "kl_estimates": state.kls, "start_kl_estimate": first.kl,
+                "initial_weights": w0, "final_iterate": state.weights}
+        if not keep_best:  # the authors' answer: the last iterate, and its direction sample's draws
+            weights = jnp.where(jnp.sum(state.weights) > 0, state.weights, w0)
+            info.update(samples=jnp.swapaxes(state.sampled.draws, 0, 1), kl_estimate=state.sampled.kl)
+            return indices, jnp.where(live, weights, 0.0), info
+
+        # ---- ours: confirm the incumbent on fresh rounds of it and of the start (no draw reused)
         best = jnp.where(live, state.best_weights, 0.0)
         final = sample(k_last, state.sampled.chains, best)
 
@@ -279,12 +361,9 @@ def quasi_newton(model: Model, size: int, kernel: str = "slice", kernel_settings
             lambda _: (jnp.asarray(True), jnp.asarray(0.0, dtype), jnp.asarray(0.0, dtype), final), None)
         weights = jnp.where(confirmed, best, w0)
         final = choose(confirmed, final, again)
-        info = {"samples": jnp.swapaxes(final.draws, 0, 1), "best_step": jnp.where(confirmed, state.best_step, 0),
-                "chosen_step": state.best_step, "confirmed": confirmed, "final_difference": jnp.stack([delta, se]),
-                "kl_estimates": state.kls, "kl_differences": state.diffs, "start_kl_estimate": first.kl,
-                "best_kl_estimate": state.best_sampled.kl, "kl_estimate": final.kl, "steps": state.step,
-                "fallback": fallback, "first_step": search.a, "line_search_tries": search.tries,
-                "initial_weights": w0, "final_iterate": state.weights}
+        info.update(samples=jnp.swapaxes(final.draws, 0, 1), best_step=jnp.where(confirmed, state.best_step, 0),
+                    chosen_step=state.best_step, confirmed=confirmed, final_difference=jnp.stack([delta, se]),
+                    kl_differences=state.diffs, best_kl_estimate=state.best_sampled.kl, kl_estimate=final.kl)
         return indices, weights, info
 
     return solve

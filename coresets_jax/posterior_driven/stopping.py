@@ -1,101 +1,114 @@
-"""Coreset MCMC's stopping rule (ours; coreset_mcmc.py step 5): the iterates kept as block averages, the
-averages over the last two thirds of the run, and the KL drift between their posteriors."""
+"""Coreset MCMC's stopping rules, at checkpoints t_k = first x 2^k of training (coreset_mcmc.py step 5).
+
+- **Drift** (every optimizer; `checkpoint`): the posterior of the iterate now against the one at the last
+  checkpoint, by the second-order expansion of their KL in the weights (the Fisher metric of the family
+  pi_w is Cov(L)),
+
+      KL(pi_{w_then} || pi_{w_now}) ~ (1/2) Var_{pi_w}[(w_now - w_then).L(theta)],
+
+  on the coreset log-likelihoods of the recorded window of recent chain states: O(R M), no full-data term,
+  so the rule costs nothing that grows with N. Training stops when it is at most `tol` nats at `checks`
+  checkpoints in a row: doubling the run no longer moves the posterior by more than `tol`. Gradient noise
+  that keeps the iterate wandering counts as drift, so a noisy iterate stops only once its wandering is
+  below `tol` too. The returned weights (last iterate or the average since the last checkpoint) are the
+  ones compared.
+- **Plateau** (ours, for `cj.refine`; `plateau_check`): the KL itself, by the paired estimate of
+  KL(pi_now || pi) - KL(pi_then || pi) from the full-data estimates T on the window; stop when it has not
+  fallen by `z` standard errors.
+"""
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from .common import kl_estimate
 from .compare import MARGIN, paired_kl_difference
 from .natural import Preconditioner
 
-__all__ = ["Blocks", "FIRST_BLOCK", "NUM_BLOCKS", "Plateau", "drift_kl", "init_blocks", "init_plateau", "plateau_check",
-           "push_block", "stop_check", "thirds", "window_in_time_order"]
+__all__ = ["Checkpoints", "Plateau", "checkpoint", "drift_kl", "init_checkpoints", "init_plateau", "iterate", "num_checkpoints",
+           "plateau_check", "push_iterate", "window_in_time_order"]
 
 Array = jax.Array
-NUM_BLOCKS = 60          # block averages kept by the stopping rule (a multiple of 6)
-FIRST_BLOCK = 10         # iterations per block until the blocks fill up
 
 
-class Blocks(NamedTuple):
-    """Block averages of the iterates for the stopping rule: `sums` (NUM_BLOCKS, M) of the filled blocks,
-    `count` of them, `length` iterations per block, and the running block `current` with `filled`
-    iterations."""
-
-    sums: Array
-    count: Array
-    length: Array
-    current: Array
-    filled: Array
-
-
-def init_blocks(size: int, dtype) -> Blocks:
-    return Blocks(jnp.zeros((NUM_BLOCKS, size), dtype), jnp.asarray(0), jnp.asarray(FIRST_BLOCK),
-                  jnp.zeros(size, dtype), jnp.asarray(0))
-
-
-def push_block(blocks: Blocks, weights: Array) -> tuple[Blocks, Array]:
-    """Add one iterate; returns the blocks and whether a block was completed by it."""
-    current = blocks.current + weights
-    filled = blocks.filled + 1
-    complete = filled >= blocks.length
-
-    def close(_):
-        sums = blocks.sums.at[blocks.count].set(current)
-        count = blocks.count + 1
-        full = count >= NUM_BLOCKS
-        # Full: merge neighbours, so the blocks double in length and half the slots free up.
-        merged = (sums[0::2] + sums[1::2])
-        sums = jnp.where(full, jnp.concatenate([merged, jnp.zeros_like(merged)]), sums)
-        return Blocks(sums, jnp.where(full, NUM_BLOCKS // 2, count), jnp.where(full, 2 * blocks.length,
-                                                                               blocks.length),
-                      jnp.zeros_like(current), jnp.zeros_like(filled))
-
-    blocks = jax.lax.cond(complete, close, lambda _: Blocks(blocks.sums, blocks.count, blocks.length, current,
-                                                            filled), None)
-    return blocks, complete
-
-
-def thirds(blocks: Blocks) -> tuple[Array, Array]:
-    """(w_A, w_B): the averages over the second-to-last and the last third of the filled blocks."""
-    third = blocks.count // 3
-    slot = jnp.arange(NUM_BLOCKS)
-    in_a = (slot >= blocks.count - 2 * third) & (slot < blocks.count - third)
-    in_b = (slot >= blocks.count - third) & (slot < blocks.count)
-    denom = jnp.maximum(third * blocks.length, 1).astype(blocks.sums.dtype)
-    w_a = jnp.sum(jnp.where(in_a[:, None], blocks.sums, 0.0), axis=0) / denom
-    w_b = jnp.sum(jnp.where(in_b[:, None], blocks.sums, 0.0), axis=0) / denom
-    return w_a, w_b
-
-
-def drift_kl(coreset_lls: Array, w_a: Array, w_b: Array) -> Array:
-    """(1/2) Var[(w_b - w_a).L(theta)] over the rows of `coreset_lls` (R, M): the second-order expansion
-    of KL(pi_{w_a} || pi_{w_b}) in the weights (the Fisher metric of the family pi_w is Cov(L))."""
+def drift_kl(coreset_lls: Array, w_a: Array, w_b: Array, mask=None) -> Array:
+    """(1/2) Var[(w_b - w_a).L(theta)] over the rows of `coreset_lls` (R, M) selected by `mask` (R,): the
+    second-order expansion of KL(pi_{w_a} || pi_{w_b}) in the weights."""
+    mask = jnp.ones(coreset_lls.shape[0], bool) if mask is None else mask
     delta = jnp.where((w_a > 0) | (w_b > 0), w_b - w_a, 0.0)
     values = jnp.where((w_a > 0) | (w_b > 0), coreset_lls, 0.0) @ delta
-    return 0.5 * jnp.var(values) * values.shape[0] / jnp.maximum(values.shape[0] - 1, 1)
+    count = jnp.maximum(jnp.sum(mask), 2).astype(values.dtype)
+    mean = jnp.sum(jnp.where(mask, values, 0.0)) / count
+    return 0.5 * jnp.sum(jnp.where(mask, jnp.square(values - mean), 0.0)) / (count - 1.0)
 
 
-def stop_check(blocks: Blocks, recent_lls: Callable[[], Array], pre: Preconditioner, passes: Array, step: Array,
-               capped: Array, *, min_iters: int, tol: float, rel_tol: float) -> tuple[Array, Array]:
-    """(drift, checks passed in a row) of the drift test (coreset_mcmc.py step 5) at a block end: the drift
-    KL(pi_{w_A} || pi_{w_B}) on the recent states' coreset log-likelihoods `recent_lls()` is at most
-    max(tol, rel_tol * level), `level` being the KL estimate of pi_{w_B} on the recorded window of `pre`,
-    with at least 6 blocks and `min_iters` steps, and the trust region no longer shortening most steps
-    (`capped` < 1/2)."""
-    def check(_):
-        w_a, w_b = thirds(blocks)
-        window = jnp.arange(pre.history.shape[0]) < pre.filled
-        level = kl_estimate(pre.history, pre.targets, w_b, window)
-        drift = drift_kl(recent_lls(), w_a, w_b)
-        passed = (step >= min_iters) & (drift <= jnp.maximum(tol, rel_tol * level)) & (capped < 0.5)
-        return drift, jnp.where(passed, passes + 1, 0)
+class Checkpoints(NamedTuple):
+    """The drift rule's state: the step of the next checkpoint (`check_at`), the compared iterates at the last
+    two (`saved`, `saved2`; `count_saved` of them valid), the sum and count of the iterates since the last one
+    (for the average), the last drifts (nats) to the previous checkpoint's iterate (`drift`) and to the one
+    before it (`drift2`), the checkpoints passed in a row, and the record of every checkpoint so far
+    (`history_weights` (C, M), `history_drifts` (C, 2), `taken`) for `info`."""
 
-    return jax.lax.cond(blocks.count >= 6, check, lambda _: (jnp.asarray(jnp.inf, pre.history.dtype), passes),
-                        None)
+    check_at: Array
+    saved: Array
+    saved2: Array
+    count_saved: Array
+    running: Array
+    count: Array
+    drift: Array
+    drift2: Array
+    passes: Array
+    history_weights: Array
+    history_drifts: Array
+    taken: Array
+
+
+def num_checkpoints(num_iters: int, first: int) -> int:
+    """Checkpoints at first x 2^k up to num_iters (at least one slot)."""
+    count, at = 0, first
+    while at <= num_iters:
+        count, at = count + 1, 2 * at
+    return max(count, 1)
+
+
+def init_checkpoints(weights: Array, first: int, slots: int = 1) -> Checkpoints:
+    inf = jnp.asarray(jnp.inf, weights.dtype)
+    return Checkpoints(jnp.asarray(first), jnp.zeros_like(weights), jnp.zeros_like(weights), jnp.asarray(0),
+                       jnp.zeros_like(weights), jnp.asarray(0), inf, inf, jnp.asarray(0),
+                       jnp.zeros((slots,) + weights.shape, weights.dtype), jnp.full((slots, 2), jnp.inf, weights.dtype),
+                       jnp.asarray(0))
+
+
+def push_iterate(cp: Checkpoints, weights: Array) -> Checkpoints:
+    """Add one iterate to the running average since the last checkpoint."""
+    return cp._replace(running=cp.running + weights, count=cp.count + 1)
+
+
+def iterate(cp: Checkpoints, weights: Array, average: bool) -> Array:
+    """The weights to return: the last iterate, or (`average`) the average of the iterates since the last
+    checkpoint (the latest half of a run stopped at a checkpoint; Polyak-Ruppert)."""
+    if not average:
+        return weights
+    return jnp.where(cp.count > 0, cp.running / jnp.maximum(cp.count, 1).astype(weights.dtype), weights)
+
+
+def checkpoint(cp: Checkpoints, pre: Preconditioner, weights: Array, *, average: bool, tol: float,
+               checks: int) -> Checkpoints:
+    """At a checkpoint: the drifts between the compared iterate now and at the last two checkpoints, on the
+    recorded window; start the next interval (checkpoint at twice the step)."""
+    now = iterate(cp, weights, average)
+    window = jnp.arange(pre.history.shape[0]) < pre.filled
+    drift = jnp.where(cp.count_saved >= 1, drift_kl(pre.history, cp.saved, now, window), jnp.inf)
+    drift2 = jnp.where(cp.count_saved >= 2, drift_kl(pre.history, cp.saved2, now, window), jnp.inf)
+    passes = jnp.where(drift <= tol, cp.passes + 1, 0)
+    slot = jnp.minimum(cp.taken, cp.history_weights.shape[0] - 1)
+    return Checkpoints(2 * cp.check_at, now, cp.saved, cp.count_saved + 1, jnp.zeros_like(cp.running),
+                       jnp.asarray(0), drift.astype(cp.drift.dtype), drift2.astype(cp.drift.dtype), passes,
+                       cp.history_weights.at[slot].set(now),
+                       cp.history_drifts.at[slot].set(jnp.stack([drift, drift2]).astype(cp.drift.dtype)),
+                       cp.taken + 1)
 
 
 class Plateau(NamedTuple):
