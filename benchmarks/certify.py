@@ -12,7 +12,9 @@ M = 100 uses its own draws (`draws=None`). Two full-data NUTS runs (2 x 1000 + 1
   - moment KL(pi_w || pi) between Gaussians fitted to the coreset draws and to the full-data draws (the
     certificate's direction);
   - W1 / floor: W1 to full-data run a over W1 between runs a and b;
-  - z: max over coordinates of |mean - full mean| / full sd, plain and corrected by the certificate.
+  - z: max over coordinates of |mean - full mean| / full sd, plain and corrected by the certificate (None
+    where the certificate withholds its corrected mean: k-hat > 0.7 over spread ratios);
+  - the draws' R-hat and bulk ESS as the certificate reports them (R-hat > 1.01 caps the verdict at usable).
 
 Part 3, cost at N = 10^6 (HC §7.2 synthetic logistic): the certificate's pass (float64 and float32) against
 the coreset's construction (Laplace, Fisher J = 500, GIGA M = 1000) and NUTS on the coreset, each compiled,
@@ -54,8 +56,9 @@ def _gaussian_kl(m0, s0, m1, s1) -> float:
     return 0.5 * float(np.trace(inv @ s0) + (m1 - m0) @ inv @ (m1 - m0) - m0.size + logdet1 - logdet0)
 
 
-def _z(mean, ref_mean, ref_sd) -> float:
-    return float(np.max(np.abs(np.asarray(mean) - ref_mean) / ref_sd))
+def _z(mean, ref_mean, ref_sd):
+    """max |mean - ref_mean| / ref_sd; None where the certificate withholds its corrected mean (k-hat > 0.7)."""
+    return None if mean is None else float(np.max(np.abs(np.asarray(mean) - ref_mean) / ref_sd))
 
 
 def _quiet(fn, *args, **kwargs):
@@ -181,7 +184,8 @@ def mcmc_part(problems, n, sizes, trials, methods, samples, warmup, log, coreset
                     except np.linalg.LinAlgError:
                         moment_kl = None
                     row.update(khat=cert.khat, kl_estimate=cert.kl, kl_se=cert.kl_se, ess=cert.ess,
-                               verdict=cert.verdict, spread=cert.spread, certify_s=cert.time_s, moment_kl=moment_kl,
+                               verdict=cert.verdict, spread=cert.spread, rhat=cert.rhat, ess_bulk=cert.ess_bulk,
+                               certify_s=cert.time_s, moment_kl=moment_kl,
                                w1_floor=float(cj.metrics.normalized_wasserstein1(cj.metrics.wasserstein1(a, flat), floor)),
                                z_plain=_z(mean_w, mean_f, sd_f), z_corrected=_z(cert.mean, mean_f, sd_f))
                     rows.append(row)
@@ -243,7 +247,8 @@ def summarise(rows: list) -> dict:
     for r in rows:  # the verdict of the package as it is now (a ledger may predate a change of rule)
         if "khat" in r:
             r["verdict"] = verdict(r["khat"] if r["khat"] is not None else float("inf"), r["kl_estimate"],
-                                   r.get("spread") if r.get("spread") is not None else float("inf"))
+                                   r.get("spread") if r.get("spread") is not None else float("inf"),
+                                   r.get("rhat"))  # None: one chain, or a ledger from before issue 34
     out["khat_flags_w1_over_3"] = _confusion(mcmc, lambda r: r["khat"] is None or r["khat"] >= KHAT_FLAG)
     out["verdict_flags_w1_over_3"] = _confusion(mcmc, lambda r: r["verdict"] in ("unreliable", "poor"))
     out["verdicts"] = {v: sum(r.get("verdict") == v for r in rows) for v in ("good", "usable", "poor", "unreliable")}
@@ -260,11 +265,14 @@ def summarise(rows: list) -> dict:
                                  "estimate_within_2x_of_truth": int(np.sum(near)),
                                  "rows_with_khat_below_0.7": int(np.sum(khat < KHAT_FLAG)),
                                  "estimate_within_2x_where_khat_below_0.7": int(np.sum(near & (khat < KHAT_FLAG)))}
-        zs = [r for r in rows if r["part"] == part and "z_corrected" in r]
+        # Rows whose certificate withholds the corrected mean (k-hat > 0.7 over spread ratios) have no z_corrected.
+        zs = [r for r in rows if r["part"] == part and r.get("z_corrected") is not None]
         if zs:
             usable = [r for r in zs if r["khat"] is not None and r["khat"] < KHAT_FLAG]
             out[f"correction_{part}"] = {
-                "rows": len(zs), "corrected_closer": sum(r["z_corrected"] < r["z_plain"] for r in zs),
+                "rows": len(zs), "corrected_withheld": sum(r["part"] == part and "z_plain" in r
+                                                           and r.get("z_corrected") is None for r in rows),
+                "corrected_closer": sum(r["z_corrected"] < r["z_plain"] for r in zs),
                 "rows_khat_below_0.7": len(usable),
                 "corrected_closer_where_khat_below_0.7": sum(r["z_corrected"] < r["z_plain"] for r in usable),
                 "median_z_plain": float(np.median([r["z_plain"] for r in zs])),

@@ -1,7 +1,20 @@
 """The result of `cj.certify`: PSIS diagnostics, the KL estimate and corrected moments, from r on the host.
 
 Everything here is small (S numbers and S draws), so it runs in NumPy: no compilation. PSIS itself is
-ArviZ's (`arviz.psislw`; Vehtari, Simpson, Gelman, Yao & Gabry, JMLR 2024, Algorithm 1).
+ArviZ's (`arviz.psislw`; Vehtari, Simpson, Gelman, Yao & Gabry, JMLR 2024, Algorithm 1). R-hat and bulk ESS
+of the draws, when they come as chains, are those `cj.sample` reports (`inference.diagnostics`: rank-normalised
+split R-hat, max of bulk and folded, and bulk ESS; Vehtari, Gelman, Simpson, Carpenter & Bürkner 2021).
+
+Two rules make the certificate one to lean on:
+
+- Corrected moments only where PSIS can deliver them. `mean`, `sd` and `quantiles` are given where k-hat <= 0.7,
+  or where all log ratios lie within log 2 of each other ("flat ratios", whatever k-hat says: the weights then
+  move no moment far, and k-hat is noise, e.g. 0.98 at KL 2e-7 with ESS 1000 of 1000 on a near-exact OMP
+  coreset). Elsewhere they are None and `corrected_note` says why: a self-normalised estimate with k-hat above
+  0.7 can be further from pi than the plain draws (a coreset at k-hat 2.6 had its mean moved from z 2.15 to
+  3.74 by the weights).
+- Draws that are not from pi_w cannot certify it. With two or more chains whose max R-hat exceeds 1.01 the
+  verdict is at best "usable" (`reason` says so): the importance weights assume draws from pi_w.
 """
 
 from __future__ import annotations
@@ -13,18 +26,78 @@ from typing import Any, Optional
 
 import numpy as np
 
-__all__ = ["Certificate", "from_log_ratio", "verdict"]
+__all__ = ["Certificate", "corrected_note", "explain", "from_log_ratio", "moments_given", "verdict"]
 
 GOOD_KHAT = 0.5       # PSIS: below, the importance-sampling estimates converge quickly
 USABLE_KHAT = 0.7     # PSIS: above, they are unreliable (pi has mass where pi_w has almost none)
 GOOD_KL = 0.05        # nats: a Gaussian whose mean moved 0.32 sd along one axis
 POOR_KL = 0.5         # nats: a Gaussian whose mean moved 1 sd along one axis
 FLAT_RATIOS = math.log(2.0)  # ratios all within a factor of 2: weighting can inflate a variance at most 4x
+MAX_RHAT = 1.01       # chains whose R-hat exceeds this disagree: they are not (yet) draws from pi_w
 
 
-def verdict(khat: float, kl: float = 0.0, spread: float = math.inf) -> str:
-    """The coreset posterior as a stand-in for the full one, from k-hat, the KL estimate, and the spread
-    max_s r_s - min_s r_s of the log ratios:
+def _flat(spread: float) -> bool:
+    return bool(spread <= FLAT_RATIOS)
+
+
+def _chains_disagree(rhat: Optional[float]) -> bool:
+    """Max R-hat over 1.01, or NaN (a coordinate constant in every chain: stuck chains); False without chains."""
+    return rhat is not None and not rhat <= MAX_RHAT
+
+
+def moments_given(khat: float, spread: float = math.inf) -> bool:
+    """Whether the corrected mean, sd and quantiles are given: k-hat <= 0.7, or flat ratios (all log ratios
+    within log 2 of each other, where k-hat is noise and the weights cannot move a moment far)."""
+    return _flat(spread) or bool(np.isfinite(khat) and khat <= USABLE_KHAT)
+
+
+def corrected_note(khat: float, spread: float = math.inf) -> str:
+    """Why the corrected moments are given, or why they are withheld (`Certificate.corrected_note`)."""
+    if np.isfinite(khat) and khat <= USABLE_KHAT:
+        return f"PSIS-corrected (k-hat {khat:.2f} <= {USABLE_KHAT})"
+    if _flat(spread):
+        return (f"PSIS-corrected although k-hat {khat:.2f} > {USABLE_KHAT}: all importance ratios lie within a "
+                f"factor of 2 (log-ratio spread {spread:.2g} <= log 2), so k-hat is noise and the weights move "
+                "no moment far")
+    return (f"withheld: k-hat {khat:.2f} > {USABLE_KHAT} with importance ratios spread over "
+            f"{'more than a factor of 2' if not np.isfinite(spread) else f'a factor of e^{spread:.3g}'}; "
+            "self-normalised estimates are then unreliable and can be further from the full posterior than "
+            "the plain draws' moments. Use a larger coreset or another method")
+
+
+def explain(khat: float, kl: float = 0.0, spread: float = math.inf,
+            rhat: Optional[float] = None) -> tuple[str, str]:
+    """(`verdict`, the reason for it in words)."""
+    flat = _flat(spread)
+    if not flat and (not np.isfinite(khat) or khat >= USABLE_KHAT):
+        out, why = "unreliable", (f"k-hat {khat:.2f} >= {USABLE_KHAT} with importance ratios spread over more "
+                                  "than a factor of 2: the full posterior has mass where the coreset posterior "
+                                  "has almost none")
+    elif not kl < POOR_KL:
+        out, why = "poor", (f"estimated KL(pi_w || pi) {kl:.3g} >= {POOR_KL} nat: the coreset posterior is about "
+                            "a posterior sd or more from the full one")
+    elif (flat or khat < GOOD_KHAT) and kl < GOOD_KL:
+        out = "good"
+        why = (f"{'flat importance ratios' if flat and not khat < GOOD_KHAT else f'k-hat {khat:.2f} < {GOOD_KHAT}'}"
+               f" and estimated KL {kl:.3g} < {GOOD_KL} nat")
+    else:
+        out, why = "usable", "; ".join(
+            ([f"k-hat {khat:.2f} in [{GOOD_KHAT}, {USABLE_KHAT})"] if not (flat or khat < GOOD_KHAT) else [])
+            + ([f"estimated KL {kl:.3g} in [{GOOD_KL}, {POOR_KL}) nat"] if not kl < GOOD_KL else []))
+    if _chains_disagree(rhat):
+        chains = (f"the chains disagree (max R-hat {rhat:.3f} > {MAX_RHAT})" if np.isfinite(rhat) else
+                  "R-hat is undefined (some coordinate is constant in every chain: stuck chains)")
+        if out == "good":
+            out, why = "usable", (f"{chains}, and the importance weights assume draws from the coreset posterior, "
+                                  f"so the verdict is at best usable (else good: {why})")
+        else:
+            why += f"; also {chains}"
+    return out, why
+
+
+def verdict(khat: float, kl: float = 0.0, spread: float = math.inf, rhat: Optional[float] = None) -> str:
+    """The coreset posterior as a stand-in for the full one, from k-hat, the KL estimate, the spread
+    max_s r_s - min_s r_s of the log ratios, and the max R-hat of the draws' chains (None: one chain):
 
     - "unreliable": k-hat >= 0.7 and the ratios differ by more than a factor of 2: pi has mass where pi_w has
       almost none, and no estimate here is trustworthy. (Where all ratios lie within a factor of 2 the
@@ -32,17 +105,14 @@ def verdict(khat: float, kl: float = 0.0, spread: float = math.inf) -> str:
       fit says; k-hat is then noise: 0.8-1.4 was measured on MCMC draws of coresets whose KL is 1e-8.)
     - "poor": KL >= 0.5 nat: pi_w is about a posterior sd or more from pi, although the corrected moments
       hold when k-hat is small (k-hat alone passes this case: a wide, shifted pi_w covers pi well);
-    - "good": k-hat < 0.5 (or flat ratios) and KL < 0.05 nat;
+    - "good": k-hat < 0.5 (or flat ratios) and KL < 0.05 nat, and the chains agree (max R-hat <= 1.01, or a
+      single chain): where they disagree, the draws are not yet from pi_w, which the importance weights
+      assume, and "good" becomes "usable";
     - "usable": the rest.
     The KL thresholds are those of a Gaussian mean moving 0.32 and 1 sd; benchmarks/certify.py measures them
-    against W1 / floor and z-scores from full-data MCMC.
+    against W1 / floor and z-scores from full-data MCMC. `explain` gives the reason in words.
     """
-    flat = spread <= FLAT_RATIOS
-    if not flat and (not np.isfinite(khat) or khat >= USABLE_KHAT):
-        return "unreliable"
-    if not kl < POOR_KL:
-        return "poor"
-    return "good" if (flat or khat < GOOD_KHAT) and kl < GOOD_KL else "usable"
+    return explain(khat, kl, spread, rhat)[0]
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -56,16 +126,26 @@ class Certificate:
       ess: effective sample size of the smoothed importance weights, 1 / sum_s w_s^2.
       weights: (S,) normalised, Pareto-smoothed importance weights of the flattened draws.
       log_ratio: (S,) r_s, shifted to mean 0 over its finite values (-inf: weight 0).
-      mean, sd: (D,) posterior mean and sd of theta corrected towards pi (self-normalised weights).
-      quantiles: (len(probs), D) corrected quantiles of theta at `probs`.
+      mean, sd: (D,) posterior mean and sd of theta corrected towards pi (self-normalised weights); None
+        where k-hat > 0.7 and the ratios are not flat (`moments_given`; `corrected_note` says why).
+      quantiles: (len(probs), D) corrected quantiles of theta at `probs`; None with mean and sd.
       probs: the quantile levels.
-      verdict: "good", "usable", "poor" or "unreliable", from khat and kl (`verdict`).
+      verdict: "good", "usable", "poor" or "unreliable", from khat, kl, spread and rhat (`verdict`).
       reff: relative efficiency of the draws used by PSIS (ESS / S of the raw ratios; 1 without chains).
       spread: max_s r_s - min_s r_s over the finite ratios (inf when some draw has weight 0); within log 2
         every estimate is at most 4x as variable as plain Monte Carlo (`verdict`).
       draws: (chains, S, D) the draws certified (one chain when given as (S, D)).
       time_s: seconds the certificate took, the data pass included.
       model: the model, for `to_arviz`'s site names.
+      corrected_note: why mean, sd and quantiles are given ("PSIS-corrected ...") or None ("withheld: ...").
+      reason: the verdict's reason in words (`explain`).
+      rhat: max over coordinates of the draws' rank-normalised split R-hat (max of bulk and folded; Vehtari et
+        al. 2021, as `cj.sample` reports it) when the draws come as 2 or more chains; None otherwise. NaN when
+        some coordinate is constant in every chain. Over 1.01 the verdict is at best "usable".
+      rhat_by_coord: (D,) the R-hat of each coordinate, or None.
+      ess_bulk: min over coordinates of the draws' bulk ESS (their MCMC effective sample size over all chains;
+        not `ess`, which is the importance weights'), or None with fewer than 4 draws per chain.
+      ess_bulk_by_coord: (D,) the bulk ESS of each coordinate, or None.
     """
 
     khat: float
@@ -74,9 +154,9 @@ class Certificate:
     ess: float
     weights: np.ndarray
     log_ratio: np.ndarray
-    mean: np.ndarray
-    sd: np.ndarray
-    quantiles: np.ndarray
+    mean: Optional[np.ndarray]
+    sd: Optional[np.ndarray]
+    quantiles: Optional[np.ndarray]
     probs: tuple
     verdict: str
     reff: float
@@ -84,15 +164,33 @@ class Certificate:
     draws: np.ndarray
     time_s: float = 0.0
     model: Optional[Any] = None
+    corrected_note: str = ""
+    reason: str = ""
+    rhat: Optional[float] = None
+    rhat_by_coord: Optional[np.ndarray] = None
+    ess_bulk: Optional[float] = None
+    ess_bulk_by_coord: Optional[np.ndarray] = None
 
     @property
     def num_draws(self) -> int:
         return int(self.weights.size)
 
+    @property
+    def has_moments(self) -> bool:
+        """Whether the corrected mean, sd and quantiles are given (`moments_given`)."""
+        return self.mean is not None
+
+    @property
+    def chains_disagree(self) -> bool:
+        """Max R-hat over 1.01 (or NaN) across 2 or more chains: the draws are not (yet) from pi_w."""
+        return _chains_disagree(self.rhat)
+
     def summary(self) -> dict:
-        """The scalar results as plain Python numbers (for JSON and reports)."""
+        """The scalar results as plain Python numbers and strings (for JSON and reports)."""
         return {"khat": self.khat, "kl": self.kl, "kl_se": self.kl_se, "ess": self.ess, "verdict": self.verdict,
-                "num_draws": self.num_draws, "reff": self.reff, "spread": self.spread, "time_s": self.time_s}
+                "reason": self.reason, "num_draws": self.num_draws, "reff": self.reff, "spread": self.spread,
+                "rhat": self.rhat, "ess_bulk": self.ess_bulk, "moments": self.has_moments,
+                "corrected_note": self.corrected_note, "time_s": self.time_s}
 
     def to_arviz(self, var_name: str = "theta"):
         """An `arviz.InferenceData` of the certified draws that carries the importance weights.
@@ -113,16 +211,30 @@ class Certificate:
         stats = {"importance_weight": self.weights.reshape(chains, draws),
                  "log_importance_ratio": self.log_ratio.reshape(chains, draws)}
         attrs = {"khat": self.khat, "kl_estimate": self.kl, "ess": self.ess, "verdict": self.verdict,
+                 "reason": self.reason, "corrected_note": self.corrected_note,
                  "inference_library": "coresets_jax (certify)"}
+        if self.rhat is not None:
+            attrs["rhat"] = self.rhat
         return az.from_dict(posterior=posterior, sample_stats=stats, attrs=attrs)
 
+    def _flags(self) -> list:
+        """What the short forms add to verdict, k-hat and KL: disagreeing chains, withheld moments."""
+        out = []
+        if self.chains_disagree:
+            out.append(f"chains disagree, R-hat {self.rhat:.3f}" if np.isfinite(self.rhat) else "R-hat undefined")
+        if not self.has_moments:
+            out.append(f"corrected moments withheld, k-hat > {USABLE_KHAT}")
+        return out
+
     def brief(self) -> str:
-        """One phrase for the reprs of `Coreset` and `Posterior`: the verdict, k-hat and the KL estimate."""
-        return f"{self.verdict} (khat {self.khat:.2f}, KL {self.kl:.3g})"
+        """One phrase for the reprs of `Coreset` and `Posterior`: the verdict, k-hat and the KL estimate (and
+        whether the chains disagree or the corrected moments are withheld)."""
+        return f"{self.verdict} (khat {self.khat:.2f}, KL {self.kl:.3g}{''.join('; ' + f for f in self._flags())})"
 
     def __repr__(self) -> str:
+        flags = "".join(", " + f for f in self._flags())
         return (f"Certificate(verdict={self.verdict!r}, khat={self.khat:.3f}, kl={self.kl:.4g} ± {self.kl_se:.2g}, "
-                f"ess={self.ess:.0f} of {self.num_draws}, time={self.time_s:.2f}s)")
+                f"ess={self.ess:.0f} of {self.num_draws}{flags}, time={self.time_s:.2f}s)")
 
 
 def _relative_efficiency(r: np.ndarray, chains: int) -> float:
@@ -137,6 +249,22 @@ def _relative_efficiency(r: np.ndarray, chains: int) -> float:
         return 1.0
     ess = float(az.ess(ratios, method="mean"))
     return float(np.clip(ess / r.size, 1.0 / r.size, 1.0)) if np.isfinite(ess) else 1.0
+
+
+def _chain_diagnostics(draws: np.ndarray) -> tuple:
+    """(max R-hat, (D,) R-hat, min bulk ESS, (D,) bulk ESS) of (chains, S, D) draws, as `cj.sample` reports
+    them (`inference.diagnostics`). R-hat needs 2 or more chains, and both need 4 or more draws per chain
+    (two halves of 2); None where they cannot be computed."""
+    from .inference import diagnostics
+
+    chains, per_chain = draws.shape[:2]
+    if per_chain < 4:
+        return None, None, None, None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ess = diagnostics.ess_bulk(draws)
+        rhat = diagnostics.rhat(draws) if chains >= 2 else None
+    ess_min = float(np.min(ess))
+    return (None if rhat is None else float(np.max(rhat))), rhat, ess_min, ess
 
 
 def _weighted_quantiles(x: np.ndarray, w: np.ndarray, probs: tuple) -> np.ndarray:
@@ -176,9 +304,16 @@ def from_log_ratio(r: np.ndarray, draws: np.ndarray, *, model: Any = None, probs
     spread = float(np.max(r[finite]) - np.min(r[finite])) if np.all(finite) else math.inf
     u = np.where(finite, np.exp(r - lme), 0.0)  # influence of each draw on log-mean-exp(r) - mean(r)
     kl_se = float(np.std(u - np.where(finite, r, 0.0)) / np.sqrt(max(reff * r.size, 1.0)))
-    mean = weights @ flat
-    sd = np.sqrt(np.maximum(weights @ (flat - mean) ** 2, 0.0))
-    return Certificate(khat=float(khat), kl=kl, kl_se=kl_se, ess=float(1.0 / np.sum(weights ** 2)),
-                       weights=weights, log_ratio=r, mean=mean, sd=sd,
-                       quantiles=_weighted_quantiles(flat, weights, tuple(probs)), probs=tuple(probs),
-                       verdict=verdict(float(khat), kl, spread), reff=reff, spread=spread, draws=draws, time_s=time_s, model=model)
+    khat = float(khat)
+    mean = sd = quantiles = None
+    if moments_given(khat, spread):
+        mean = weights @ flat
+        sd = np.sqrt(np.maximum(weights @ (flat - mean) ** 2, 0.0))
+        quantiles = _weighted_quantiles(flat, weights, tuple(probs))
+    rhat, rhat_by_coord, ess_bulk, ess_by_coord = _chain_diagnostics(draws)
+    label, reason = explain(khat, kl, spread, rhat)
+    return Certificate(khat=khat, kl=kl, kl_se=kl_se, ess=float(1.0 / np.sum(weights ** 2)),
+                       weights=weights, log_ratio=r, mean=mean, sd=sd, quantiles=quantiles, probs=tuple(probs),
+                       verdict=label, reff=reff, spread=spread, draws=draws, time_s=time_s, model=model,
+                       corrected_note=corrected_note(khat, spread), reason=reason, rhat=rhat,
+                       rhat_by_coord=rhat_by_coord, ess_bulk=ess_bulk, ess_bulk_by_coord=ess_by_coord)

@@ -96,18 +96,25 @@ def test_khat_flags_uniform_m10_at_n_1e5_and_passes_a_greedy_coreset():
 
 
 def test_corrected_mean_is_closer_to_the_exact_mean_in_9_of_10_seeds():
+    # Uniform 400 of 1000 rows. The corrected moments exist only where k-hat <= 0.7 (issue 34): at 300 rows,
+    # as this test had, 6 of these 10 seeds have k-hat > 0.7 and get none; at 400 rows one seed (k-hat 0.78)
+    # has none, and the corrected mean must beat the plain one in each of the other nine.
     closer = 0
     for seed in range(10):
-        y, w, draws = _gaussian_case(100 + seed, 1000, 300)
+        y, w, draws = _gaussian_case(100 + seed, 1000, 400)
         y32 = np.asarray(jnp.asarray(y, jnp.float32), np.float64)
         mean, cov = _posterior(y32, np.ones(1000))
         cert = cj.certify(GAUSS, jnp.asarray(y, jnp.float32), jnp.asarray(w, jnp.float32), draws)
+        if cert.mean is None:
+            assert cert.khat > 0.7 and cert.spread > np.log(2) and cert.sd is None and cert.quantiles is None
+            assert cert.corrected_note.startswith("withheld"), cert.corrected_note
+            continue
         corrected = np.linalg.norm(cert.mean - mean)
         plain = np.linalg.norm(draws.mean(0) - mean)
         closer += corrected < plain
-        if cert.khat < 0.7:  # then the corrected sd and median are pi's too, within MC error
-            assert np.allclose(cert.sd, np.sqrt(np.diag(cov)), rtol=0.2), (seed, cert)
-            assert np.allclose(cert.quantiles[1], mean, atol=0.5 * np.sqrt(cov[0, 0])), (seed, cert)
+        # k-hat <= 0.7: the corrected sd and median are pi's too, within MC error
+        assert np.allclose(cert.sd, np.sqrt(np.diag(cov)), rtol=0.2), (seed, cert)
+        assert np.allclose(cert.quantiles[1], mean, atol=0.5 * np.sqrt(cov[0, 0])), (seed, cert)
     assert closer >= 9, closer
 
 
@@ -120,6 +127,11 @@ def test_verdict_reads_khat_and_the_kl_estimate():
     assert verdict(0.7, 0.0) == verdict(float("inf"), 0.0) == verdict(float("nan"), 0.0) == "unreliable"
     # Ratios within a factor of 2 of each other cannot make weighting unreliable: k-hat is noise there.
     assert verdict(1.2, 1e-8, spread=1e-3) == "good" and verdict(1.2, 1e-8, spread=1.0) == "unreliable"
+    # Chains that disagree (R-hat > 1.01, or NaN: stuck) are not draws from pi_w: at best "usable".
+    assert verdict(0.2, 0.01, rhat=1.005) == verdict(0.2, 0.01, rhat=None) == "good"
+    assert verdict(0.2, 0.01, rhat=1.02) == verdict(0.2, 0.01, rhat=float("nan")) == "usable"
+    assert verdict(1.2, 1e-8, spread=1e-3, rhat=1.5) == "usable"
+    assert verdict(0.2, 5.0, rhat=1.5) == "poor" and verdict(0.9, 0.0, rhat=1.5) == "unreliable"
 
 
 def _numpy_log_ratio(X, y, dense, draws):
@@ -287,7 +299,10 @@ def test_numpyro_model_with_coreset_mcmc_draws_and_cj_sample_certify():
     full = cj.sample(model, data, jax.random.key(3), num_samples=500, num_warmup=500, warn=False)
     sd = np.asarray(full.samples.reshape(-1, 3).std(0))
     plain = np.abs(np.asarray(post.samples.reshape(-1, 3).mean(0) - full.mean)) / sd
-    corrected = np.abs(post.certificate.mean - np.asarray(full.mean)) / sd
-    assert np.max(corrected) < max(0.5, 1.5 * np.max(plain)), (plain, corrected)
+    if post.certificate.mean is None:  # k-hat > 0.7 over spread ratios: no corrected moments (issue 34)
+        assert post.certificate.khat > 0.7 and post.certificate.corrected_note.startswith("withheld")
+    else:
+        corrected = np.abs(post.certificate.mean - np.asarray(full.mean)) / sd
+        assert np.max(corrected) < max(0.5, 1.5 * np.max(plain)), (plain, corrected)
     with pytest.raises(ValueError, match="certify"):
         cj.sample(model, data, jax.random.key(2), certify=True)

@@ -7,8 +7,10 @@ the full-data posterior pi is, up to one constant shared by every draw,
 
 One pass over the data at S draws gives all of r (`passes`; `stream` for chunked sources), the work of an L2
 projection with J = S. From r (`certificate.from_log_ratio`): Pareto-smoothed importance sampling (Vehtari,
-Simpson, Gelman, Yao & Gabry, JMLR 2024) gives k-hat and corrected moments, and log-mean-exp(r) - mean(r)
-estimates KL(pi_w || pi).
+Simpson, Gelman, Yao & Gabry, JMLR 2024) gives k-hat and corrected moments (only where k-hat <= 0.7 or the
+ratios are flat: `certificate.moments_given`), and log-mean-exp(r) - mean(r) estimates KL(pi_w || pi). Draws
+given as 2 or more chains also get their R-hat and bulk ESS; chains that disagree (R-hat > 1.01) are not
+draws from pi_w, and cap the verdict at "usable".
 """
 
 from __future__ import annotations
@@ -105,8 +107,10 @@ def certify(model: Model, data: Any, coreset: Any, draws: Any = None, *, chunk_s
 
     Returns:
       A `Certificate`: `khat`, `kl` (with its Monte Carlo `kl_se`), `ess`, `weights` (S,), `verdict`
-      ("good" / "usable" / "poor" / "unreliable", `certificate.verdict`), corrected `mean`, `sd` and
-      `quantiles`, and `to_arviz()`.
+      ("good" / "usable" / "poor" / "unreliable", `certificate.verdict`) with its `reason`, corrected `mean`,
+      `sd` and `quantiles` (None where k-hat > 0.7 and the ratios are not flat; `corrected_note` says why),
+      with chains `rhat` and `ess_bulk` of the draws (a max R-hat over 1.01 caps the verdict at "usable"), and
+      `to_arviz()`.
     """
     if not isinstance(model, Model):
         raise ValueError(f"model: expected a cj.Model, got {type(model).__name__}")
@@ -137,9 +141,10 @@ def certify(model: Model, data: Any, coreset: Any, draws: Any = None, *, chunk_s
 def warn_if_unreliable(cert: Certificate, where: str, stacklevel: int = 2) -> None:
     """A RuntimeWarning when the certificate finds the coreset posterior unreliable or poor."""
     if cert.verdict == "unreliable":
+        withheld = "" if cert.mean is not None else "; its corrected moments are withheld (cert.corrected_note)"
         warnings.warn(f"{where}: the coreset's certificate is unreliable (khat {cert.khat:.2f} >= 0.7, estimated "
-                      f"KL(pi_w || pi) {cert.kl:.3g}): its posterior misses mass of the full-data posterior; "
-                      "use a larger size or another method", RuntimeWarning, stacklevel=stacklevel + 1)
+                      f"KL(pi_w || pi) {cert.kl:.3g}): its posterior misses mass of the full-data posterior"
+                      f"{withheld}; use a larger size or another method", RuntimeWarning, stacklevel=stacklevel + 1)
     elif cert.verdict == "poor":
         warnings.warn(f"{where}: the coreset's posterior is far from the full-data posterior (estimated KL "
                       f"{cert.kl:.3g} >= 0.5 nat, khat {cert.khat:.2f}); the certificate's corrected moments "
