@@ -140,9 +140,18 @@ def test_bad_csv_names_file_row_and_column(tmp_path, capsys, name):
     ("{synthetic: logistic, intercept: true}", "config.data.intercept: applies to a data file"),
     ("{path: ok.npz, test_path: t.json}", "config.data.test_path: 't.json' has extension '.json'"),
     ("{path: ok.npz, test_path: ok.npz, num_test: 3}", "config.data.num_test: give the held-out rows either"),
+    ("{path: ok.csv, test_path: bad.csv}", "config.data.test_path: '{tmp}/bad.csv', row 3, column 'a' (A): empty "
+                                           "cell"),
+    ("{path: ok.csv, test_path: other.csv}", "config.data.test_path: '{tmp}/other.csv' has other feature columns "
+                                             "than '{tmp}/ok.csv'; missing: b; not in the training file: c"),
+    ("{path: ok.csv, num_test: 20}", "config.data.num_test: 20 held-out rows leave no training rows"),
 ])
 def test_data_file_mistakes(tmp_path, capsys, data, expected):
     (tmp_path / "csv_text.npz").write_text("a,b,y\n1,2,1\n")
+    _write_csv(tmp_path / "ok.csv", ["a", "b", "y"], np.ones((20, 3)))
+    (tmp_path / "bad.csv").write_text("a,b,y\n1,2,1\n,2,1\n")
+    (tmp_path / "other.csv").write_text("a,c,y\n1,2,1\n")
+    expected = expected.format(tmp=tmp_path)
     np.savez(tmp_path / "ok.npz", X=np.ones((20, 2)), y=np.ones(20))
     (tmp_path / "c.yaml").write_text(f"data: {data}\n" + SMALL)
     err = _one_line_error(capsys, ["run", str(tmp_path / "c.yaml")])

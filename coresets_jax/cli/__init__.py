@@ -6,8 +6,10 @@
 
 With no config, `run` does HC §7.2's synthetic logistic regression (N = 10,000, theta = [3, 3, 0]): Laplace
 pi_hat, Fisher projection with J = 500, and Frank–Wolfe coresets for M in {10, 100, 1000} against uniform
-subsampling. The whole config is checked before any work; every mistake ends in one line on stderr and exit
-status 2.
+subsampling. A config may instead name a data file (`data: {path: FILE.npz | FILE.csv}`; a CSV file has a
+header row, its label column is `y`) and the user's own model (`model: package.module:function`, returning a
+`cj.Model` or a NumPyro model); `config.py`'s docstring has the conventions. The whole config is checked
+before any work; every mistake ends in one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
