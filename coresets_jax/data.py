@@ -28,9 +28,10 @@ import numpy as np
 
 from .core import validate as _validate
 
-__all__ = ["BINARY_P", "BINARY_THETA", "DATA_FORMATS", "Dataset", "load_csv", "load_file", "load_npz", "synthetic_binary", "synthetic_gaussian",
-           "synthetic_gaussian_mean", "synthetic_logistic", "synthetic_mixture", "synthetic_poisson",
-           "synthetic_bradley_terry", "synthetic_rbf", "synthetic_sparse_regression", "synthetic_vmf"]
+__all__ = ["BINARY_P", "BINARY_THETA", "DATA_FORMATS", "Dataset", "load_csv", "load_file", "load_npz",
+           "synthetic_binary", "synthetic_gaussian", "synthetic_gaussian_mean", "synthetic_logistic",
+           "synthetic_mixture", "synthetic_poisson", "synthetic_bradley_terry", "synthetic_rbf",
+           "synthetic_sparse_regression", "synthetic_vmf"]
 
 # LR §4: feature frequencies p and coefficients theta of BINARY10; BINARY5 takes the first 5 of each.
 BINARY_P = (1.0, 0.2, 0.3, 0.5, 0.01, 0.1, 0.2, 0.007, 0.005, 0.001)
@@ -469,6 +470,7 @@ def load_file(path: str | os.PathLike, *, label: str = "y", intercept: bool = Fa
         if Xt is not None:
             Xt = jnp.concatenate([Xt, jnp.ones((Xt.shape[0], 1), Xt.dtype)], axis=1)
     if X.shape[1] == 0:
-        raise ValueError(f"path: {path!r} has no feature columns (every column other than the label "
-                         f"{label!r} is a feature); add some, or an intercept column (the intercept argument, data.intercept in a config)")
+        raise ValueError(f"path: {path!r} has no feature columns (every column other than the label {label!r} "
+                         f"is a feature); add some, or an intercept column (the intercept argument, "
+                         f"data.intercept in a config)")
     return Dataset(X, y, Xt, yt)

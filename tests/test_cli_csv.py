@@ -253,7 +253,7 @@ USER_MODEL_MISTAKES = {
                                             "'no_such_pkg_xyz'",
     "model: cli_mistakes_mod:nothing\n": "config.model: 'cli_mistakes_mod:nothing': cli_mistakes_mod has no "
                                          "attribute 'nothing'",
-    "model: cli_mistakes_mod:NUMBER\n": "config.model: 'cli_mistakes_mod:NUMBER' is a int, not a function",
+    "model: cli_mistakes_mod:NUMBER\n": "config.model: 'cli_mistakes_mod:NUMBER' is not a function (its type is int)",
     "model: cli_mistakes_mod:returns_int\n": "config.model: 'cli_mistakes_mod:returns_int' returned int; expected "
                                              "a cj.Model or a NumPyro model function",
     "model: cli_mistakes_mod:no_dim\n": "returned a cj.Model without dim or init_params",

@@ -184,8 +184,8 @@ def import_model(spec: str, base: Optional[str] = None, where: str = "config.mod
                               + (f" (module file {found})" if found and i == 0 else ""))
         obj = getattr(obj, name)
     if not (isinstance(obj, Model) or callable(obj)):
-        raise ConfigError(f"{where}: {spec!r} is a {type(obj).__name__}, not a function returning a cj.Model "
-                          f"or a NumPyro model function")
+        raise ConfigError(f"{where}: {spec!r} is not a function (its type is {type(obj).__name__}); expected a "
+                          f"function returning a cj.Model or a NumPyro model function")
     return obj
 
 
