@@ -207,16 +207,54 @@ def build(problem, method: str, size: int, key, options: dict):
         return cj.coreset(model, data, size, method, key=key, **opts)
 
 
+# "<start>+refine[_qn]": the start's coreset (same key as its own run), then cj.refine with Coreset MCMC or
+# quasi-Newton; the construction time is the sum of both.
+REFINED = {"omp+refine": ("omp", "coreset_mcmc"), "omp+refine_qn": ("omp", "quasi_newton"),
+           "iht2+refine": ("iht2", "coreset_mcmc")}
+
+
+def refined(problem, method: str, size: int, key, options: dict):
+    """The start's coreset, then `cj.refine`; returns (coreset, extra row fields)."""
+    start_method, refine_method = REFINED[method]
+    t0 = time.perf_counter()
+    start = build(problem, start_method, size, key, {})
+    jax.block_until_ready(start.weights)
+    start_s = time.perf_counter() - t0
+    opts = dict(options)
+    if problem["kernel"] == GIBBS:
+        opts.setdefault("kernel", GIBBS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = cj.refine(problem["model"], problem["data"], start, jax.random.fold_in(key, 7), method=refine_method,
+                        **opts)
+    info = out.info
+    extra = {"start_s": start_s, "refine_s": float(info["time_s"]), "certify_s": float(info["certify_s"]),
+             "budget_s": float(info["budget_s"]), "kept": info["kept"],
+             "cert_kl_start": float(info["start_certificate"].kl), "cert_kl_trained": float(info["trained_certificate"].kl),
+             "verdict_start": info["start_certificate"].verdict, "verdict_trained": info["trained_certificate"].verdict}
+    trained = cj.Coreset(jnp.asarray(info["trained_indices"]), jnp.asarray(info["trained_weights"]), {}, "trained")
+    return out, trained, extra
+
+
 def run_one(name, problem, ref, method, size, trial, options, label) -> dict:
     key = jax.random.key(1000 * trial + size)
     start = time.perf_counter()
-    cs = build(problem, method, size, key, options)
+    trained, extra = None, {}
+    if method in REFINED:
+        cs, trained, extra = refined(problem, method, size, key, options)
+    else:
+        cs = build(problem, method, size, key, options)
     jax.block_until_ready(cs.weights)
     seconds = time.perf_counter() - start
     row = {"problem": name, "method": label, "M": size, "trial": trial, "construct_s": seconds,
-           "points": int(cs.num_points)}
+           "points": int(cs.num_points), **extra}
     draws = posterior_draws(problem, jax.random.key(trial + 17), weights=cs)
     row.update(z2=z2(draws, ref), w1_floor=w1_floor(draws, ref))
+    if trained is not None:  # the trained weights' own quality, whichever refine kept
+        if extra["kept"] == "trained":
+            row["z2_trained"] = row["z2"]
+        else:
+            row["z2_trained"] = z2(posterior_draws(problem, jax.random.key(trial + 19), weights=trained), ref)
     if problem["kernel"] != GIBBS:  # the one-pass certificate's KL(pi_w || pi) estimate from the same draws
         try:
             cert = cj.certify(problem["model"], problem["data"], cs, draws)
@@ -224,11 +262,12 @@ def run_one(name, problem, ref, method, size, trial, options, label) -> dict:
         except ValueError as err:
             row["cert_error"] = str(err)[:200]
     info = cs.info
-    if "samples" in info and method == "coreset_mcmc":
+    if "samples" in info and method in ("coreset_mcmc", "quasi_newton"):
         own = np.asarray(info["samples"], np.float64).reshape(-1, draws.shape[1])
         row["z2_own"] = z2(own, ref)
     for k in ("iterations", "hot_start_steps", "hot_start_converged", "converged", "plateau", "drift_kl",
-              "effective_dimension", "best_step", "kl_estimate", "start_kl_estimate", "fell_back", "confirmed"):
+              "effective_dimension", "best_step", "kl_estimate", "start_kl_estimate", "fell_back", "confirmed",
+              "stopped_by", "steps", "fallback", "chosen_step"):
         if k in info:
             row[k] = np.asarray(info[k]).item()
     return row
@@ -292,7 +331,7 @@ def report(rows: list, out_dir: str, stem: str = "models") -> dict:
                  "median_construct_s": {m: float(np.median([r["construct_s"] for r in rs])) for m, rs in by_method.items()},
                  "trials": {m: len(rs) for m, rs in by_method.items()}}
         for m in med:
-            if m in cj.POSTERIOR_METHODS or m.startswith(("coreset_mcmc", "quasi_newton")):
+            if m in cj.POSTERIOR_METHODS or m in REFINED or m.startswith(("coreset_mcmc", "quasi_newton")):
                 ratio = med[m] / entry["best_hilbert_z2"] if best else None
                 entry.setdefault("targets", {})[m] = {
                     "within_2x_best_hilbert_or_under_0.01": bool(best and (ratio <= 2 or med[m] < 0.01)),
@@ -313,6 +352,14 @@ def report(rows: list, out_dir: str, stem: str = "models") -> dict:
             "cells_at_M_ge_500": len(large),
             "misses": [f"{e['problem']} M={e['M']}" for e in cells
                        if not e["targets"][m]["within_2x_best_hilbert_or_under_0.01"]]}
+        if m in REFINED:
+            runs = [r for r in rows if r["method"] == m]
+            summary[m]["kept_trained"] = sum(r.get("kept") == "trained" for r in runs)
+            summary[m]["runs"] = len(runs)
+            summary[m]["trained_better_by_z2"] = sum(r["z2_trained"] < r["z2"] for r in runs if "z2_trained" in r
+                                                     and r.get("kept") == "start")
+            summary[m]["median_refine_over_start_time"] = float(np.median(
+                [(r["refine_s"] + r["certify_s"]) / max(r["start_s"], 1e-9) for r in runs])) if runs else None
         if m.startswith("quasi_newton"):
             runs = [r for r in rows if r["method"] == m and "kl_estimate" in r]
             # Both estimates are Monte Carlo (a fresh round at the returned weights against the start's

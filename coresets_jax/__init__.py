@@ -29,6 +29,7 @@ from .numpyro_bridge import from_numpyro
 from .io import load, save
 from .arviz_export import to_arviz
 from .certification import Certificate, certify
+from .posterior_driven.refine import refine
 
 __version__ = "0.1.0"
 
@@ -76,6 +77,7 @@ __all__ = [
     "prior",
     "project",
     "project_fn",
+    "refine",
     "refit",
     "register",
     "register_kernel",

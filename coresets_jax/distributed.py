@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from . import sharding as _sharding
-from .construct.posterior import coreset_fn, resolve_pi_hat, start_from
+from .construct.posterior import coreset_fn, default_start, resolve_pi_hat, start_from
 from .construct.vectors import _key_for, build_fn, rescaled
 from .core import Coreset, Model
 from .core import validate as _validate
@@ -89,7 +89,10 @@ def _merged_posterior(construction, model, data, size, num_shards, key, approx, 
     dtype = jnp.promote_types(jnp.result_type(leaf), jnp.float32)
     data_weights = (jnp.arange(rows * num_shards) < n).astype(dtype).reshape(num_shards, rows)
     k_pi, k_start, k_solve = jax.random.split(key, 3)
-    start = start_from(resolve_pi_hat(approx, model, data, k_pi), k_start)
+    if approx is None and not construction.uses_pi_hat:  # no full-data pass, as cj.coreset
+        start = default_start(model, data)
+    else:
+        start = start_from(resolve_pi_hat(approx, model, data, k_pi), k_start)
     solve = coreset_fn(model, construction, size, **dict(construction.check_options(options)))
     cs = jax.jit(jax.vmap(solve, in_axes=(0, 0, None, 0)))(jax.random.split(k_solve, num_shards), blocks,
                                                          start, data_weights)
@@ -131,7 +134,9 @@ def merged_coreset(V: Any, size: int, num_shards: Optional[int] = None, method: 
       model, data, pi_hat: for posterior-driven methods, which need the model and the data instead of V
         (pass V=None): each shard's rows get their own run of the method's pure core, all in one vmapped
         call; pi_hat ("laplace", the default: a Laplace fit on all the data; "prior"; an (S, D) array of
-        samples; or an object with `.sample`, as in `cj.coreset`) starts and preconditions the chains.
+        samples; or an object with `.sample`, as in `cj.coreset`) starts and preconditions the chains
+        (methods that need no pi_hat, `Construction.uses_pi_hat` False, start from the model's zero theta
+        unless it is given, as in `cj.coreset`).
       **options: the method's options, as in `cj.build` / `cj.coreset`.
 
     Returns:

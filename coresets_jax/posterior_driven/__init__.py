@@ -32,4 +32,6 @@ register(Construction("quasi_newton", quasi_newton, needs="posterior", random=Tr
                       aliases=ALIASES["quasi_newton"], takes_start=True, uses_pi_hat=False),
          replace=True)
 
-__all__ = ["coreset_mcmc", "quasi_newton", "sparse_vi"]
+from .refine import refine
+
+__all__ = ["coreset_mcmc", "quasi_newton", "refine", "sparse_vi"]

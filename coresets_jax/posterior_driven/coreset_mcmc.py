@@ -19,12 +19,15 @@ project's set of them.
    g = -Cov_k(L(theta_k), T(theta_k) - w.L(theta_k)) over the K chains (Eq. C3,
    `kl_gradient_from_target`); take a Hot DoG step (Eqs. H2-H4, r = 0.001, `optimizers.hot_dog`) and clip
    at 0. The budget is the authors' T = 200,000 iterations, hot start included.
-5. **Stopping rule** (ours; it only stops early): at checkpoints 500, 1,000, 2,000, ... training
+5. **An optional stopping rule** (ours; off by default): at checkpoints 500, 1,000, 2,000, ... training
    iterations, the returned iterate is compared with the one at the last checkpoint by the KL between
    their posteriors, (1/2) Var[(w_now - w_then).L] on the recent chain states (`stopping.checkpoint`, no
    full-data term), and training stops once that drift is at most `stop_tol` nats at `stop_checks`
-   checkpoints in a row. `stop_tol = 0` runs the whole budget. benchmarks/coreset_mcmc_stop.py measures
-   its answer against the full budget's.
+   checkpoints in a row. benchmarks/coreset_mcmc_stop.py measured the published method's answer at every
+   checkpoint of its 200,000 iterations: it still improves to the end (Gaussian location, M = 100: exact
+   KL 14 at 8,000 iterations, 8.7 at 32,000, 4.8 at 200,000), and the last iterate wanders by 10-50 nats
+   between checkpoints, so no rule stopped early without changing the answer; `stop_tol = 0` (the default)
+   runs the authors' whole budget.
 6. **Output.** The last iterate (the authors'), and `num_draws` further steps of the chains with those
    weights fixed: `info["samples"]`, shape (K, num_draws, D), MCMC draws of the returned coreset's
    posterior (the authors' post-training draws, coreset-mcmc.md §2.1 step 4).
@@ -41,6 +44,7 @@ Departures, each an option whose default is the authors' value (`cj.refine` sets
 | control_variate | False | True: G.(theta - theta_0) + subsampled Taylor remainder (`common`) | the plain estimate's variance grows like N/S; the remainder's like 1/S (one O(N D) gradient pass) |
 | optimizer | "hot_dog" (r = 0.001) | "newton": the window gradient preconditioned by the inverse Fisher matrix Cov(L) of recent states, in a trust region of `trust` nats (`natural.py`) | one noisy single-state gradient, rescaled coordinate-wise, made Hot DoG's distance term blow up on real data |
 | num_iters | 200,000 (hot start included) | 20,000 | refine also has a time budget |
+| stop_tol | 0: no early stop | 0, with the plateau test below | step 5 |
 | iterate | "last" | "average": the mean of the iterates since the last checkpoint | the last iterate carries the gradient noise |
 | plateau_z | 0 (off) | 1: stop when the paired KL estimate stopped falling (`stopping.plateau_check`) | needs the control variate's T |
 | start_draws | False | True: draws at w_0 too (`info["start_samples"]`), for refine's certificate of the start | |
@@ -86,7 +90,7 @@ HOT_START_EVERY = 30     # hot-dog.md §2.1: the test runs every 30 steps
 HOT_START_THRESHOLD = 0.5
 # The authors' hit-and-run slice sampler (hot-dog.md §4.1); the registry's "slice" defaults are ours.
 PUBLISHED_SLICE = {"width": 10.0, "max_expansions": 20, "max_shrinkage": 1024, "passes": 3, "precondition": False}
-STOP_TOL = 1e-2          # nats of drift between checkpoints (benchmarks/coreset_mcmc_stop.py)
+STOP_TOL = 0.0           # off: the authors' whole budget (benchmarks/coreset_mcmc_stop.py; step 5)
 STOPPED_BY = ("budget", "drift", "plateau", "time")
 
 # The project's departures, as `cj.refine(method="coreset_mcmc")` runs them (module docstring's table).
@@ -151,9 +155,9 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
         "slice" they override the authors' `PUBLISHED_SLICE`.
       num_chains: K >= 2 (the gradient is a covariance over chains; the authors use 2).
       num_iters: the budget T in iterations, hot start included (the authors' 200,000).
-      stop_tol, stop_first, stop_checks: the stopping rule (step 5): drift at most `stop_tol` nats at
-        `stop_checks` checkpoints in a row, the checkpoints at `stop_first` x 2^k training iterations;
-        stop_tol = 0 runs the whole budget.
+      stop_tol, stop_first, stop_checks: the optional stopping rule (step 5): drift at most `stop_tol` nats
+        at `stop_checks` checkpoints in a row, the checkpoints at `stop_first` x 2^k training iterations
+        (also those of the plateau test); stop_tol = 0 (default) runs the whole budget.
       max_hot_start: the hot start's cap (the authors' 10,000); hot_start: False trains from the first step.
       num_warmup: tuning warm-up steps at w_0 for kernels that adapt (0 for the slice sampler).
       num_draws: steps with the final weights fixed, returned as `info["samples"]` (K, num_draws, D).
@@ -210,6 +214,8 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
 
     def solve(key, data, start, data_weights, initial=None):
         dtype = jnp.result_type(start.mean.dtype, jnp.float32)
+        if timed:  # the budget's clock starts before any work (compilation is not counted)
+            data_weights = data_weights + _budget.start_clock().astype(data_weights.dtype)
         k_core, k_chains, k_hot, k_loop, k_draws = jax.random.split(key, 5)
         rows_per_estimate = default_subsample(subsample, size, data_weights.shape[0], per_step=True)
         indices, w0, live, rows, estimate, lls, chains, tuning = set_up(
@@ -249,9 +255,10 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
             target = estimate(k_sub, chains.position)
             window = push_history(s.window, core, target)
             opt_state, capped = s.opt_state, s.capped
-            if newton:
-                update, window, capped = natural_step(window, s.weights, live, s.step, capped, refresh=refresh,
+            if newton:  # natural_step returns the step along the gradient: descend
+                ascent, window, capped = natural_step(window, s.weights, live, s.step, capped, refresh=refresh,
                                                       tau=tau, step_fraction=step_fraction, trust=trust)
+                update = -ascent
             else:
                 grad = kl_gradient_from_target(core, target, s.weights)
                 grad = jnp.where(live & jnp.isfinite(grad), grad, 0.0)
@@ -307,7 +314,7 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
                 "converged": (stopped_by == 1) | (stopped_by == 2) | (not rule_on),
                 "stopped_by": stopped_by, "drift_kl": cp.drift, "plateau": state.plateau.flat,
                 "checkpoint_weights": cp.history_weights, "checkpoint_drifts": cp.history_drifts,
-                "checkpoints": cp.taken,
+                "checkpoints": cp.taken, "window_states": state.window.filled,
                 "effective_dimension": effective_dimension(state.window) if newton else jnp.asarray(jnp.nan, dtype),
                 "density_evaluations_per_step": state.evaluations / (steps * num_chains),
                 "subsample_rows": rows_per_estimate}

@@ -213,6 +213,8 @@ def quasi_newton(model: Model, size: int, kernel: str = "auto", kernel_settings:
 
     def solve(key, data, start, data_weights, initial=None):
         dtype = jnp.result_type(start.mean.dtype, jnp.float32)
+        if timed:  # the budget's clock starts before any work (compilation is not counted)
+            data_weights = data_weights + _budget.start_clock().astype(data_weights.dtype)
         k_core, k_chains, k_first, k_search, k_loop, k_last = jax.random.split(key, 6)
         chain_settings = check_kernel(chain_kernel, ()) if exact else settings
         indices, w0, live, rows, estimate, lls, chains, tuning = set_up(
@@ -340,6 +342,7 @@ def quasi_newton(model: Model, size: int, kernel: str = "auto", kernel_settings:
                                      total=num_iters + 1)
 
         info = {"steps": state.step, "fallback": fallback, "first_step": search.a,
+                "start_samples": jnp.swapaxes(first.draws, 0, 1),
                 "line_search_tries": search.tries, "kl_estimates": state.kls, "start_kl_estimate": first.kl,
                 "initial_weights": w0, "final_iterate": state.weights}
         if not keep_best:  # the authors' answer: the last iterate, and its direction sample's draws
