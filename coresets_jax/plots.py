@@ -94,14 +94,16 @@ def coreset_points(X: Any, indices: Any, weights: Any, labels: Any = None, *, ti
 def errors(rows: Sequence[dict], *, path: Optional[str] = None, title: str = ""):
     """Two panels: error against M, and error against construction time, one line per method.
 
-    rows: dicts with `method`, `size`, `relative_error`, `time_s` (as in the CLI's results.json).
+    rows: dicts with `method`, `size`, `relative_error`, `time_s` (as in the CLI's results.json); a size
+    "auto" is plotted at its `chosen_size`.
     """
     plt = _plt()
     fig, (ax_m, ax_t) = plt.subplots(1, 2, figsize=(10, 4))
     methods = list(dict.fromkeys(r["method"] for r in rows))
+    size = lambda r: r["chosen_size"] if r["size"] == "auto" else r["size"]  # noqa: E731
     for method in methods:
-        mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["size"])
-        m = [r["size"] for r in mine]
+        mine = sorted((r for r in rows if r["method"] == method), key=size)
+        m = [size(r) for r in mine]
         err = [max(r["relative_error"], 1e-12) for r in mine]
         t = [max(r["time_s"], 1e-6) for r in mine]
         ax_m.plot(m, err, "o-", label=method)

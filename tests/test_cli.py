@@ -69,8 +69,11 @@ def test_npz_data_and_legacy_method_keys(tmp_path, capsys):
 BAD_CONFIGS = {
     "data: {nn: 500}\n": "config.data.nn: unknown key; allowed keys: synthetic, n, seed, path",
     "data: {synthetic: logistic, n: 500.5}\n": "config.data.n: expected a positive integer, got 500.5",
-    "sizes: 10\n": "config.sizes: expected a non-empty list of positive integers, got 10",
+    "sizes: 10\n": "config.sizes: expected a non-empty list of positive integers or auto, got 10",
     "sizes: [10, -1]\n": "config.sizes[1]: expected a positive integer, got -1",
+    "sizes: [10]\ntol: 0.1\n": "config.tol: applies to sizes: [auto] only",
+    "sizes: [auto]\ntol: -1\n": "config.tol: expected a positive",
+    "sizes: [auto]\nmethods: [omp, coreset_mcmc]\n": "config.sizes: auto searches sizes with a vector method",
     "methd: giga\n": "config.methd: unknown key",
     "methods: [giga, frank_wolf]\n": "config.methods[1]: 'frank_wolf' is not allowed; allowed values: uniform",
     "norm: fischer\n": "config.norm: 'fischer' is not allowed; allowed values: fisher, l2, centered",

@@ -92,6 +92,13 @@ def _choice(options: Callable[[], tuple] | tuple):
     return check
 
 
+def _size(value, where):
+    """A coreset size: a positive integer, or "auto" (the certificate chooses it, `tol`)."""
+    if value == "auto":
+        return value
+    return _positive_int(value, where)
+
+
 def _list_of(check_item, what: str):
     def check(value, where):
         if not isinstance(value, list) or not value:
@@ -248,7 +255,9 @@ SCHEMA: dict = {
     "method": (_choice(_methods), "frank_wolfe", "the method (when methods is not given)"),
     "baseline": (_choice(_methods), "uniform", "the baseline (when methods is not given)"),
     "options": (_options, {}, "per-method options"),
-    "sizes": (_list_of(_positive_int, "positive integers"), [10, 100, 1000], "coreset sizes M"),
+    "sizes": (_list_of(_size, "positive integers or auto"), [10, 100, 1000],
+              "coreset sizes M; auto: the smallest size whose certificate reaches tol (vector methods)"),
+    "tol": (_positive_float, 0.1, "nats: the KL(pi_w || pi) an auto size must reach (cj.coreset(tol=...))"),
     "repeats": (_non_negative_int, 3, "timed calls after the first"),
     "seed": (_int, 0, "seed of the whole job"),
     "certify": (_bool, True, "certify each coreset (cj.certify) from one MCMC chain on it"),
@@ -300,10 +309,19 @@ def validate_config(user: Any, base: str) -> dict:
         if method not in config["methods"]:
             raise ConfigError(f"config.options.{method}: {method!r} is not in methods {config['methods']}")
         _check_method_options(method, opts, f"config.options.{method}")
+    if "tol" in user_keys and "auto" not in config["sizes"]:
+        raise ConfigError("config.tol: applies to sizes: [auto] only (the certificate then chooses M); add auto "
+                          "to sizes, or remove tol")
+    from ..registry import resolve
+
+    auto_posterior = [m for m in config["methods"] if resolve(m).needs == "posterior"]
+    if "auto" in config["sizes"] and auto_posterior:
+        raise ConfigError(f"config.sizes: auto searches sizes with a vector method; {auto_posterior[0]!r} is "
+                          "posterior-driven: give it integer sizes")
     data = config["data"]
     if "synthetic" in data:
         for i, m in enumerate(config["sizes"]):
-            if m > data["n"]:
+            if m != "auto" and m > data["n"]:
                 raise ConfigError(f"config.sizes[{i}]: M = {m} exceeds the number of rows n = {data['n']}")
     return config
 

@@ -20,12 +20,16 @@ def _log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
-def _construct(method: str, size: int, model, data, V, key, options: dict, approx=None):
+def _construct(method: str, size, model, data, V, key, options: dict, approx=None, config=None):
     """One coreset by method name, as its registry entry declares: vector methods on V (`cj.build`),
-    posterior-driven ones on the model (`cj.coreset`, started from the same pi_hat)."""
+    posterior-driven ones on the model (`cj.coreset`, started from the same pi_hat); size "auto": the
+    smallest certified coreset for the config's tol (`cj.coreset(tol=...)`, with the same pi_hat)."""
     from ..construct import build, coreset
     from ..registry import resolve
 
+    if size == "auto":
+        return coreset(model, data, None, method, key, pi_hat=approx, tol=config["tol"], norm=config["norm"],
+                       num_features=config["num_features"], **options)
     if resolve(method).needs == "posterior":
         return coreset(model, data, size, method, key, pi_hat=approx, **options)
     return build(V, size, method, key, **options)
@@ -121,7 +125,7 @@ def run_job(config: dict, sample: bool = False, out: Optional[str] = None) -> di
     X = dataset.X
     n = int(X.shape[0])
     for i, m in enumerate(config["sizes"]):
-        if m > n:
+        if m != "auto" and m > n:
             raise ConfigError(f"config.sizes[{i}]: M = {m} exceeds the number of data rows N = {n}")
     stages = {}
     _log(f"[1/3] Laplace approximation (pi_hat) on N = {n} rows with {X.shape[1]} features ({config['model']})")
@@ -140,15 +144,21 @@ def run_job(config: dict, sample: bool = False, out: Optional[str] = None) -> di
          f"{', '.join(map(str, config['sizes']))}")
     for m, method in progress.bar(work, desc="coresets"):
         options = dict(config["options"].get(method, {}))
-        cs, first, median = _timed(lambda: _construct(method, m, model, data, V, key_solve, options, approx),
-                                   config["repeats"])
+        cs, first, median = _timed(lambda: _construct(method, m, model, data, V, key_solve, options, approx,
+                                                      config), config["repeats"] if m != "auto" else 0)
         coresets[(method, m)] = cs
+        if m == "auto":
+            path = ", ".join(f"M = {p['size']}: KL {p['kl']:.3g} ({p['verdict']})" for p in cs.info["path"])
+            _log(f"[auto] {method}: size {cs.capacity} ({cs.num_points} points) for tol = {config['tol']}; "
+                 f"tried {path}")
         rows.append({"method": method, "size": m, "num_points": cs.num_points,
                      "time_s": median if median is not None else first, "first_call_s": first,
                      "time_is_first_call": median is None,
                      "relative_error": float(relative_error(V, cs)),
                      "indices": np.asarray(cs.indices).tolist(),
                      "weights": np.asarray(cs.weights).astype(float).tolist()})
+        if m == "auto":
+            rows[-1].update(chosen_size=cs.capacity, path=cs.info["path"], tol=config["tol"])
     report = {
         "config": config,
         "n": n,

@@ -47,8 +47,10 @@ def _plots(out, report, model, data, dataset, coresets, approx, config) -> list:
 
     written = []
     X, y = (np.asarray(a) for a in dataset.train)
-    main, largest = config["methods"][0], max(config["sizes"])
-    middle = sorted(config["sizes"])[len(config["sizes"]) // 2]
+    # "auto" sizes sort last: the certified choice is the one to show when there is one.
+    order = sorted(config["sizes"], key=lambda m: (m == "auto", 0 if m == "auto" else m))
+    main, largest = config["methods"][0], order[-1]
+    middle = order[len(order) // 2]
     cs = coresets[(main, middle)]
     path = os.path.join(out, "coreset_points.png")
     labels = y if config["model"] == "logistic_regression" else None
@@ -109,7 +111,8 @@ def format_table(report: dict) -> str:
     lines = [head]
     for r in report["results"]:
         median = "-" if r.get("time_is_first_call") else f"{r['time_s']:.4f}"
-        line = (f"{r['method']:<14}{r['size']:>7}{r['num_points']:>8}{median:>11}"
+        size = f"a:{r['chosen_size']}" if r["size"] == "auto" else r["size"]  # a: chosen by the certificate
+        line = (f"{r['method']:<14}{size:>7}{r['num_points']:>8}{median:>11}"
                 f"{r['first_call_s']:>14.3f}{r['relative_error']:>10.3g}")
         if certified:
             line += f"{r.get('khat', float('nan')):>7.2f}{r.get('kl_estimate', float('nan')):>10.3g}"
@@ -126,6 +129,13 @@ def format_table(report: dict) -> str:
     lines.append("time = median of repeated calls after compilation; 1st call = the first call, compilation "
                  "included (on a busy machine it can come out below the median)")
     lines.append(ERROR_NOTE)
+    for r in report["results"]:
+        if r["size"] == "auto":
+            tried = ", ".join(f"{p['size']} (KL {p['kl']:.3g} ± {p['kl_se']:.2g}, {p['verdict']})" for p in r["path"])
+            what = ("smallest certified size for" if any(p["passed"] for p in r["path"]) else
+                    "best size (lowest KL estimate), as none up to the limit reached")
+            lines.append(f"a:{r['chosen_size']} = {r['method']}'s {what} KL <= {r['tol']} nats "
+                         f"(cj.coreset(tol=...)); sizes tried: {tried}")
     if certified:
         lines.append(CERTIFY_NOTE.format(**report["config"]["sample"]))
     if sampled:

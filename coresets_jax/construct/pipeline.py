@@ -18,23 +18,33 @@ from ..core import validate as _validate
 from ..registry import resolve
 from .posterior import (_compact_start, _pad_result, _resolve_support, _warn_stuck_chains, _warn_unfinished,
                         compiled_coreset_fn, default_start, resolve_pi_hat, start_from)
+from . import auto_size as _auto_size
+from .memory import check_fits
 from .vectors import _build, _check_finite_result, _key_data, _key_for, build
 
 __all__ = ["coreset"]
 
 
-def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
+def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = None,
             key: Optional[jax.Array] = None, *, norm: str = "fisher", num_features: int = 500,
             pi_hat: Any = None, dtype=None, init: Any = None, return_vectors: bool = False,
-            support: Any = None, support_rows: Any = None, certify: bool = False, **options):
-    """The whole pipeline of HC Algorithm 3: pi_hat, random projection, then the sparse solver.
+            support: Any = None, support_rows: Any = None, certify: bool = False, tol: Optional[float] = None,
+            **options):
+    """The whole pipeline of HC Algorithm 3: pi_hat, random projection, then the sparse solver; or, with
+    `tol`, the smallest such coreset whose certificate says KL(pi_w || pi) <= tol (`auto_size.py`).
 
     Args:
       model, data: the model and its data pytree (leading axis N).
-      size: M, the coreset capacity.
+      size: M, the coreset capacity. With `tol`: the largest size searched (default
+        `auto_size.default_limit(N)`, min(N, 4096)).
       method: a name in `cj.METHODS` (projected-vector solvers) or `cj.POSTERIOR_METHODS` ("sparse_vi",
         ...; these sample the coreset posterior themselves, and norm/num_features are unused), or a
-        `cj.Construction`.
+        `cj.Construction`. Default: "frank_wolfe" with a fixed size; "omp" with `tol`.
+      tol: nats. Search sizes for the smallest coreset whose certificate (`cj.certify`, from NUTS draws of
+        its posterior) is "good" or "usable" with KL estimate + 2 standard errors <= tol; the result carries
+        `cs.certificate` and `cs.info["path"]` (per size tried: size, points, kl, kl_se, khat, verdict,
+        passed, seconds). If no size up to the limit gets there, the best one is returned with a warning.
+        Vector methods only.
       key: PRNG key (split for pi_hat, projection and solver); required by the random methods ("uniform",
         "importance" and the posterior-driven ones); the others default to `jax.random.key(0)`.
       norm: "fisher" | "l2" | "centered".
@@ -61,6 +71,13 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
       **options: the method's options (and `refit`, `compress`, `compress_tol` for vector methods).
     """
     certify = _validate.check_bool(certify, "certify")
+    if tol is not None:
+        return _auto(model, data, size, "omp" if method is None else method, key, tol, norm=norm,
+                     num_features=num_features, pi_hat=pi_hat, dtype=dtype, init=init,
+                     return_vectors=return_vectors, support=support, support_rows=support_rows, options=options)
+    if size is None:
+        raise ValueError("size: required (a coreset size M), unless tol= is given to choose it")
+    method = "frank_wolfe" if method is None else method
     if certify:
         result = coreset(model, data, size, method, key, norm=norm, num_features=num_features, pi_hat=pi_hat,
                          dtype=dtype, init=init, return_vectors=return_vectors, support=support,
@@ -88,6 +105,9 @@ def coreset(model: Model, data: Any, size: int, method: Any = "frank_wolfe",
     if construction.needs == "posterior":
         return _posterior(model, data, n, size, construction, opts, key, support_method, rows, pi_hat, init,
                           norm, num_features, dtype, return_vectors)
+    check_fits(construction, size, (n, num_features), jnp.float32 if dtype is None else dtype, _device_of(data),
+               construction.check_options({k: v for k, v in options.items()
+                                           if k not in ("refit", "compress", "compress_tol")}))
     approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
     V, stats = _projection.features(model, data, approx, key_theta, key_proj, norm, num_features, dtype)
     compress, compress_tol = options.pop("compress", "auto"), options.pop("compress_tol", 3e-3)
@@ -130,6 +150,58 @@ def _posterior(model, data, n, size, construction, opts, key, support_method, ro
         "support": "uniform" if support_method is None else support_method.name,
         "data_digest": _io.digest(data),
         "support_rows": rows if support_method is not None else None})
+    return (cs, V) if return_vectors else cs
+
+
+def _device_of(data: Any):
+    """The first device holding the data (None: the default device)."""
+    leaf = jax.tree_util.tree_leaves(data)[0]
+    devices = getattr(getattr(leaf, "sharding", None), "device_set", None)
+    return sorted(devices, key=lambda d: d.id)[0] if devices else None
+
+
+def _auto(model, data, size, method, key, tol, *, norm, num_features, pi_hat, dtype, init, return_vectors,
+          support, support_rows, options):
+    """`cj.coreset(..., tol=...)`: validation, pi_hat and the projection once, then `auto_size.auto_coreset`."""
+    tol = _validate.check_positive_float(tol, "tol")
+    construction = resolve(method)
+    if construction.needs != "vectors":
+        raise ValueError(f"method: tol= searches sizes with a vector method (e.g. 'omp', 'iht2'); "
+                         f"{construction.name!r} is posterior-driven: give it a size, then cj.refine or cj.certify")
+    if support is not None or support_rows is not None:
+        raise ValueError("support: only posterior-driven methods take a support; leave it unset with tol=")
+    _validate.check_choice(norm, ("fisher", "l2", "centered"), "norm")
+    n = _checks.check_model_data(model, data)
+    num_features = _validate.check_positive_int(num_features, "num_features")
+    limit = _auto_size.default_limit(n) if size is None else _validate.check_size(size, n)
+    shape, vdtype, device = (n, num_features), jnp.float32 if dtype is None else dtype, _device_of(data)
+    plain = {k: v for k, v in options.items() if k not in ("refit", "compress", "compress_tol")}
+    opts = construction.check_options(plain)
+    if size is not None:
+        check_fits(construction, limit, shape, vdtype, device, opts)
+    else:  # the default limit shrinks to what fits
+        while limit > 1:
+            try:
+                check_fits(construction, limit, shape, vdtype, device, opts)
+                break
+            except ValueError:
+                limit //= 2
+    key = _key_for(construction, key)
+    key_pi, key_theta, key_proj, key_solve = _validate.split_key(key, 4)
+    approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
+    V, stats = _projection.features(model, data, approx, key_theta, key_proj, norm, num_features, dtype)
+    compress, compress_tol = options.get("compress", "auto"), options.get("compress_tol", 3e-3)
+    digest = _io.digest(data)
+
+    def build_at(m: int) -> Coreset:
+        check_fits(construction, m, shape, vdtype, device, opts)
+        extra = {k: v for k, v in options.items() if k not in ("compress", "compress_tol")}
+        cs = _build(V, stats, m, construction, key_solve, compress, compress_tol, extra)
+        return Coreset(cs.indices, cs.weights, cs.info, cs.method,
+                       dict(cs.settings, norm=norm, num_features=num_features, key=_key_data(key),
+                            data_digest=digest, N=n))
+
+    cs = _auto_size.auto_coreset(model, data, n, tol, limit, construction, jax.random.fold_in(key, 1), build_at)
     return (cs, V) if return_vectors else cs
 
 

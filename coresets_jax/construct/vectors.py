@@ -170,6 +170,12 @@ def build(V: Any, size: int, method: Any = "frank_wolfe", key: Optional[jax.Arra
     stats = _projection.matrix_stats_jit(V)  # finiteness, peak and a non-zero entry in one pass
     if not bool(stats[0]):
         _validate.check_finite(V, "V")
+    from .memory import check_fits
+
+    devices = getattr(getattr(V, "sharding", None), "device_set", None)
+    check_fits(construction, _validate.check_size(size, V.shape[0]), V.shape, V.dtype,
+               sorted(devices, key=lambda d: d.id)[0] if devices else None,
+               construction.check_options({k: v for k, v in options.items() if k != "refit"}))
     return _build(V, stats, size, construction, key, compress, compress_tol, options)
 
 

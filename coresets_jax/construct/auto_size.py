@@ -1,0 +1,140 @@
+"""`cj.coreset(model, data, key=key, tol=...)`: the smallest coreset whose certificate says its KL is at most
+`tol` nats (ours).
+
+The certificate (`cj.certify`) estimates KL(pi_w || pi) from draws of the coreset posterior with one pass
+over the data. The search asks it at a sequence of sizes, reusing what does not depend on the size:
+
+1. pi_hat and the projection V are computed once (HC Algorithm 3's first two steps).
+2. Sizes grow geometrically, M = M_0, 2 M_0, 4 M_0, ..., up to the limit (`size`, or `default_limit`), with
+   M_0 the power of two at or above max(16, D + 1) (a coreset needs about D + 1 points to pin the mean and
+   scale of a D-dimensional posterior). At each size the vector method (default OMP, the best Hilbert method
+   on every suite problem in benchmarks/models.py) builds a coreset on V, NUTS draws its posterior (2 chains,
+   started from the previous size's last draws), and `cj.certify` scores it.
+3. A size passes when its certificate is trustworthy (verdict "good" or "usable") and its KL estimate plus
+   two standard errors is at most `tol`: k-hat alone is not the test (on a near-exact coreset the importance
+   weights are nearly equal and k-hat is noise).
+4. Between the last failing and the first passing size, one more size at their geometric mean is tried
+   (so the answer is within a factor sqrt(2) of the smallest passing size on a grid twice as fine).
+5. If no size up to the limit passes, the coreset with the lowest KL estimate is returned with a warning
+   that gives the KL reached; its certificate's verdict is then at best "usable", never "good".
+
+Every size is checked to fit in memory before it is built (`memory.check_fits`); sizes that cannot fit cap
+the search. The result carries its certificate (`cs.certificate`) and the path (`cs.info["path"]`: per size
+tried, the size, points, KL estimate and its standard error, k-hat, verdict and seconds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import warnings
+from typing import Any, Optional
+
+import jax
+import numpy as np
+
+from ..core import Coreset, Model
+from ..registry import Construction
+
+__all__ = ["DEFAULT_LIMIT", "FIRST_SIZE", "auto_coreset", "default_limit", "first_size", "passes"]
+
+FIRST_SIZE = 16          # the smallest size tried (raised to D + 1)
+DEFAULT_LIMIT = 4096     # the default largest size (benchmarks/auto_size.py)
+Z = 2.0                  # standard errors added to the KL estimate before comparing with tol
+SAMPLING = dict(method="nuts", num_samples=500, num_warmup=500, num_chains=2)
+
+
+def first_size(dim: int, limit: int) -> int:
+    """M_0: the power of two at or above max(FIRST_SIZE, D + 1), at most the limit."""
+    return min(limit, 1 << int(math.ceil(math.log2(max(FIRST_SIZE, dim + 1)))))
+
+
+def default_limit(n: int) -> int:
+    """The largest size searched when `size` is not given: min(N, DEFAULT_LIMIT)."""
+    return min(n, DEFAULT_LIMIT)
+
+
+def passes(cert, tol: float) -> bool:
+    """The certificate is trustworthy and its KL estimate, plus Z standard errors, is at most tol."""
+    return cert.verdict in ("good", "usable") and float(cert.kl) + Z * float(cert.kl_se) <= tol
+
+
+def _sizes_between(lo: int, hi: int) -> Optional[int]:
+    """The geometric mean of lo and hi, rounded, if strictly between them."""
+    mid = int(round(math.sqrt(lo * hi)))
+    return mid if lo < mid < hi else None
+
+
+def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, construction: Construction,
+                 key: jax.Array, build_at, sample_kwargs: Optional[dict] = None) -> Coreset:
+    """The search (module docstring). `build_at(size) -> Coreset` builds the method's coreset at a size on the
+    shared projection (it checks the memory); `key` drives the draws."""
+    from ..certification import certify
+    from ..inference import sample
+
+    sampling = dict(SAMPLING, **(sample_kwargs or {}))
+    dim = None
+    path, tried = [], {}
+    init = None
+
+    def attempt(size: int):
+        nonlocal init, dim
+        t0 = time.perf_counter()
+        cs = build_at(size)
+        k = jax.random.fold_in(key, size)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the certificate judges the draws; the path reports them
+            post = sample(model, data, k, weights=cs, init=init, warn=False, **sampling)
+            cert = certify(model, data, cs, post.samples)
+        draws = np.asarray(post.samples)
+        init = draws[:, -1, :]
+        dim = draws.shape[-1]
+        entry = {"size": size, "points": int(cs.num_points), "kl": float(cert.kl), "kl_se": float(cert.kl_se),
+                 "khat": float(cert.khat), "verdict": cert.verdict, "passed": passes(cert, tol),
+                 "seconds": time.perf_counter() - t0}
+        path.append(entry)
+        tried[size] = (cs.with_certificate(cert), post)
+        return entry["passed"]
+
+    size = first_size(_dim(model, data), limit)
+    lo, hi = None, None
+    while True:
+        if attempt(size):
+            hi = size
+            break
+        lo = size
+        if size >= limit:
+            break
+        size = min(limit, 2 * size)
+    if hi is not None and lo is not None:
+        mid = _sizes_between(lo, hi)
+        if mid is not None and attempt(mid):
+            hi = mid
+    if hi is not None:
+        best_size = hi
+        best = tried[hi][0]
+    else:
+        best_size = min(tried, key=lambda s: tried[s][0].certificate.kl)
+        best = tried[best_size][0]
+        cert = best.certificate
+        reached = f"{cert.kl:.3g} ± {cert.kl_se:.2g}"
+        warnings.warn(f"coreset: no size up to {limit} reached KL <= {tol} nats (the best, size {best_size} with "
+                      f"{best.num_points} points, reached an estimated KL of {reached}, verdict "
+                      f"{cert.verdict!r}); it is returned; raise size= (the limit), or use a larger tol",
+                      RuntimeWarning, stacklevel=3)
+        if cert.verdict == "good":
+            cert = dataclasses.replace(cert, verdict="usable", reason=(
+                f"its KL estimate {cert.kl:.3g} + {Z:g} standard errors is above tol = {tol}, so it is not "
+                f"good for this tolerance (else: {cert.reason})"))
+            best = best.with_certificate(cert)
+    info = dict(best.info, path=path, tol=tol, limit=limit, samples=tried[best_size][1].samples)
+    return Coreset(best.indices, best.weights, info, best.method, dict(best.settings, tol=tol, limit=limit,
+                                                                        size="auto"), best.certificate)
+
+
+def _dim(model: Model, data: Any) -> int:
+    from ..core import checks as _checks
+
+    d = _checks.model_dim(model, data)
+    return int(d) if d is not None else FIRST_SIZE

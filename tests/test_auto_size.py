@@ -1,0 +1,99 @@
+"""`cj.coreset(..., tol=...)`: the smallest coreset whose certificate says KL(pi_w || pi) <= tol.
+
+Judged on linear regression with known noise, whose coreset posteriors are closed form, so the exact KL of
+every coreset is known: what the search returns must reach the tolerance by the exact KL (within the 3x the issue
+allows for the certificate's estimate), the size tried before it must not have passed, and a search that
+cannot reach the tolerance must warn and never call its answer "good". Sizes that cannot fit in memory are
+refused before any work.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import coresets_jax as cj
+from coresets_jax.construct import auto_size, memory
+
+
+def gaussian(d=5, n=2000):
+    y = cj.data.synthetic_gaussian(jax.random.key(0), n, dim=d, mean=jnp.ones(d))
+    return cj.models.gaussian_mean(d), y
+
+
+def regression(n=5000, d=8):
+    """Linear regression with known noise (a closed-form posterior, so the exact KL of any coreset is known)
+    on heavy-tailed covariates: a coreset must match sum w x x^T and sum w x y, D(D + 3)/2 moments, so the
+    KL falls gradually with M (GIGA: 0.15 nats at M = 16, 0.03 at 32, 0.008 at 64)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_t(3, (n, d))
+    X[:, 0] = 1.0
+    y = X @ rng.standard_normal(d) + rng.standard_normal(n)
+    data = (jnp.asarray(X, jnp.float32), jnp.asarray(y, jnp.float32))
+    model = cj.models.linear_regression()
+    mean, cov = model.posterior(data)
+
+    def kl(cs):
+        return float(cj.metrics.gaussian_kl(*model.posterior(data, cs.dense(n)), mean, cov))
+
+    return model, data, kl
+
+
+@pytest.mark.slow
+def test_auto_size_reaches_tol_by_the_exact_kl_and_the_size_before_did_not():
+    model, data, kl = regression()
+    tol = 0.1
+    cs = cj.coreset(model, data, key=jax.random.key(1), tol=tol, method="giga")
+    path = cs.info["path"]
+    sizes = [p["size"] for p in path]
+    # geometric from the power of two at or above max(16, D + 1), then one size between the last two
+    assert sizes[0] == 16 and all(b == 2 * a for a, b in zip(sizes, sizes[1:]) if b > a)
+    assert len(sizes) >= 2, path  # GIGA's 16 points are above the tolerance: a real search
+    chosen = next(p for p in path if p["size"] == cs.capacity)
+    assert chosen["passed"] and cs.certificate.verdict in ("good", "usable")
+    assert cs.certificate.kl + 2 * cs.certificate.kl_se <= tol
+    assert kl(cs) <= 3 * tol, kl(cs)
+    smaller = [p for p in path if p["size"] < cs.capacity]
+    assert smaller and not any(p["passed"] for p in smaller)  # the smallest size tried that passed
+    assert all(kl(cj.coreset(model, data, p["size"], "giga", key=jax.random.key(1))) > 0.5 * tol for p in smaller)
+    assert all(set(p) >= {"size", "points", "kl", "kl_se", "khat", "verdict", "seconds"} for p in path)
+    assert cs.settings["size"] == "auto" and cs.settings["tol"] == tol
+
+
+@pytest.mark.slow
+def test_unreachable_tol_warns_and_is_never_good():
+    model, data, _ = regression()
+    with pytest.warns(RuntimeWarning, match="no size up to 32 reached KL <= 1e-05"):
+        cs = cj.coreset(model, data, 32, "giga", key=jax.random.key(2), tol=1e-5)
+    assert cs.certificate.verdict != "good"
+    assert all(not p["passed"] for p in cs.info["path"])
+    best = min(cs.info["path"], key=lambda p: p["kl"])
+    assert cs.capacity == best["size"]
+
+
+def test_tol_arguments_are_checked():
+    model, y = gaussian(d=2, n=100)
+    with pytest.raises(ValueError, match="tol"):
+        cj.coreset(model, y, key=jax.random.key(0), tol=0.0)
+    with pytest.raises(ValueError, match="posterior-driven"):
+        cj.coreset(model, y, key=jax.random.key(0), tol=0.1, method="coreset_mcmc")
+    with pytest.raises(ValueError, match="size: required"):
+        cj.coreset(model, y, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="size: must be at most N"):
+        cj.coreset(model, y, 500, key=jax.random.key(0), tol=0.1)
+
+
+def test_a_size_that_cannot_fit_is_refused_before_any_work(monkeypatch):
+    model, y = gaussian(d=2, n=3000)
+    # OMP keeps an M x M Gram matrix and a QR factor of its support: its state grows like M^2.
+    omp = cj.methods()["omp"]
+    small, large = (memory.state_bytes(omp, m, (3000, 500), jnp.float32) for m in (100, 2000))
+    assert large > 100 * small
+    monkeypatch.setattr(memory, "available_bytes", lambda device=None: 2.0 * large)  # fits 2 states, not 3 + V
+    monkeypatch.setattr(cj.projection, "features", lambda *a, **k: pytest.fail("projected before the check"))
+    with pytest.raises(ValueError, match=r"size: omp at size 2000 needs about .* GiB .* available"):
+        cj.coreset(model, y, 2000, "omp", key=jax.random.key(0))
+    with pytest.raises(ValueError, match="size: omp at size 2000"):
+        cj.build(jnp.ones((3000, 500)), 2000, "omp")
+    # With tol and no size, the default limit shrinks to what fits instead.
+    assert auto_size.default_limit(3000) == 3000
