@@ -94,3 +94,12 @@ __all__ = [
     "streaming",
     "weighted_log_density",
 ]
+
+# Submodules documented as `cj.<name>` beyond those in `__all__` (docs/reference): `dir(cj)` lists exactly
+# `__all__`, these and `__version__`, not the implementation modules that importing the package binds as
+# attributes (`cj.construct`, `cj.pihat`, ...), which stay importable by their full names.
+_SUBMODULES = ("io", "progress", "registry")
+
+
+def __dir__():
+    return sorted({*__all__, *_SUBMODULES, "__version__"})
