@@ -161,8 +161,25 @@ def reference(name: str, problem) -> dict:
         both = np.concatenate([a, b])
         mean, sd = both.mean(0), both.std(0)
     floor = float(cj.metrics.wasserstein1(a[:2000], b[:2000]))
-    return {"a": a, "mean": mean, "sd": sd, "floor": floor, "coords": coords, "seconds": seconds,
-            "z2_floor": float(np.mean(((b.mean(0) - mean) / sd) ** 2))}
+    cov = np.cov(np.concatenate([a, b]), rowvar=False).reshape(a.shape[1], a.shape[1])
+    return {"a": a, "mean": mean, "sd": sd, "cov": cov, "floor": floor, "coords": coords, "seconds": seconds,
+            "z2_floor": float(np.mean(((b.mean(0) - mean) / sd) ** 2)),
+            "kl2_floor": kl2(b, {"mean": a.mean(0), "cov": np.cov(a, rowvar=False).reshape(a.shape[1], a.shape[1]),
+                                 "coords": np.arange(a.shape[1])})}
+
+
+def kl2(draws, ref) -> float:
+    """The two-moment KL of coreset-mcmc.md §4.3: KL(N(mu_hat, S_hat) || N(mu, S)), mu_hat, S_hat from the draws
+    and mu, S from the reference (log det S_hat -> log 1e-20 when S_hat is not positive definite)."""
+    x = draws[:, ref["coords"]]
+    d = x.shape[1]
+    mu, sigma = x.mean(0), np.cov(x, rowvar=False).reshape(d, d)
+    inv = np.linalg.inv(ref["cov"])
+    logdet = np.linalg.slogdet(ref["cov"])[1]
+    sign, logdet_hat = np.linalg.slogdet(sigma)
+    diff = ref["mean"] - mu
+    return float(0.5 * (logdet - (logdet_hat if sign > 0 else np.log(1e-20)) - d + np.trace(inv @ sigma)
+                        + diff @ inv @ diff))
 
 
 def z2(draws, ref) -> float:
@@ -209,18 +226,22 @@ def build(problem, method: str, size: int, key, options: dict):
 
 # "<start>+refine[_qn]": the start's coreset (same key as its own run), then cj.refine with Coreset MCMC or
 # quasi-Newton; the construction time is the sum of both.
-REFINED = {"omp+refine": ("omp", "coreset_mcmc"), "omp+refine_qn": ("omp", "quasi_newton"),
-           "iht2+refine": ("iht2", "coreset_mcmc")}
+# "_unbudgeted": no wall-clock budget (the method's own caps and plateau test), to measure what the default
+# budget (refine.BUDGET_FACTOR x the start's time) costs in quality.
+REFINED = {"omp+refine": ("omp", "coreset_mcmc", {}), "omp+refine_qn": ("omp", "quasi_newton", {}),
+           "iht2+refine": ("iht2", "coreset_mcmc", {}),
+           "omp+refine_unbudgeted": ("omp", "coreset_mcmc", {"time_budget": float("inf")}),
+           "omp+refine_qn_unbudgeted": ("omp", "quasi_newton", {"time_budget": float("inf")})}
 
 
 def refined(problem, method: str, size: int, key, options: dict):
     """The start's coreset, then `cj.refine`; returns (coreset, extra row fields)."""
-    start_method, refine_method = REFINED[method]
+    start_method, refine_method, preset = REFINED[method]
     t0 = time.perf_counter()
     start = build(problem, start_method, size, key, {})
     jax.block_until_ready(start.weights)
     start_s = time.perf_counter() - t0
-    opts = dict(options)
+    opts = dict(preset, **options)
     if problem["kernel"] == GIBBS:
         opts.setdefault("kernel", GIBBS)
     with warnings.catch_warnings():
@@ -230,6 +251,8 @@ def refined(problem, method: str, size: int, key, options: dict):
     info = out.info
     extra = {"start_s": start_s, "refine_s": float(info["time_s"]), "certify_s": float(info["certify_s"]),
              "budget_s": float(info["budget_s"]), "kept": info["kept"],
+             "refine_iterations": int(np.asarray(info.get("iterations", info.get("steps", 0)))),
+             "refine_stopped_by": int(np.asarray(info.get("stopped_by", -1))),
              "cert_kl_start": float(info["start_certificate"].kl), "cert_kl_trained": float(info["trained_certificate"].kl),
              "verdict_start": info["start_certificate"].verdict, "verdict_trained": info["trained_certificate"].verdict}
     trained = cj.Coreset(jnp.asarray(info["trained_indices"]), jnp.asarray(info["trained_weights"]), {}, "trained")
@@ -249,7 +272,7 @@ def run_one(name, problem, ref, method, size, trial, options, label) -> dict:
     row = {"problem": name, "method": label, "M": size, "trial": trial, "construct_s": seconds,
            "points": int(cs.num_points), **extra}
     draws = posterior_draws(problem, jax.random.key(trial + 17), weights=cs)
-    row.update(z2=z2(draws, ref), w1_floor=w1_floor(draws, ref))
+    row.update(z2=z2(draws, ref), w1_floor=w1_floor(draws, ref), kl2=kl2(draws, ref))
     if trained is not None:  # the trained weights' own quality, whichever refine kept
         if extra["kept"] == "trained":
             row["z2_trained"] = row["z2"]

@@ -1,0 +1,207 @@
+"""The coreset that sizes itself (`cj.coreset(..., tol=...)`) against an oracle, on the model suite.
+
+For each problem of benchmarks/models.py, seed and tol in {1, 0.1, 0.01}:
+  - the chosen size, the path, the certificate, and the total time (certification included);
+  - the returned coreset's KL against the full posterior, measured independently of the certificate: the
+    exact KL(pi_w || pi) where the posterior is closed form (Gaussian location), else the two-moment KL
+    KL(N(mu_w, S_w) || N(mu, S)) between 2 x 1000 NUTS draws of the coreset posterior and the cached
+    full-data reference (`models.reference`), whose own noise floor (the same KL between the two reference
+    runs) is reported with it;
+  - the oracle: the smallest size on a fine grid (2^(k/4) steps from 16) whose measured KL is at most tol,
+    with the same method and key (so the oracle and the search build the same coreset at a shared size).
+A size is "resolved" when the measured KL's floor is below tol / 3; cells where it is not are reported but
+not scored. A no-compression case (logistic regression with D = 50 on N = 500 rows, D near N / 10) shows
+the warning when no size reaches tol.
+
+    python benchmarks/auto_size.py --problems phishing biketrips_large --trials 3
+    python benchmarks/auto_size.py --report
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+import coresets_jax as cj  # noqa: E402
+import common  # noqa: E402
+import models  # noqa: E402
+
+LEDGER = os.path.join(models.TMP, "auto_size_runs.jsonl")
+PROBLEMS = ("gaussian_location", "linear_regression", "phishing", "ds1", "logistic_binary10", "biketrips_large",
+            "airportdelays_large", "bradley_terry")
+TOLS = (1.0, 0.1, 0.01)
+
+
+def two_moment_kl(draws: np.ndarray, mean: np.ndarray, cov: np.ndarray) -> float:
+    """KL(N(mu_hat, S_hat) || N(mean, cov)) (coreset-mcmc.md §4.3), float64."""
+    mu, sigma = draws.mean(0), np.cov(draws, rowvar=False).reshape(len(mean), len(mean))
+    d = len(mean)
+    inv = np.linalg.inv(cov)
+    _, logdet = np.linalg.slogdet(cov)
+    sign, logdet_hat = np.linalg.slogdet(sigma)
+    logdet_hat = logdet_hat if sign > 0 else math.log(1e-20)
+    diff = mean - mu
+    return float(0.5 * (logdet - logdet_hat - d + np.trace(inv @ sigma) + diff @ inv @ diff))
+
+
+def measured_kl(problem, ref_full, cs, key) -> float:
+    if problem.get("closed_form"):
+        n = models.n_rows(problem)
+        mean, cov = problem["model"].posterior(problem["data"])
+        mean_w, cov_w = problem["model"].posterior(problem["data"], cs.dense(n))
+        return float(cj.metrics.gaussian_kl(mean_w, cov_w, mean, cov))
+    draws = models.posterior_draws(problem, key, weights=cs)
+    return two_moment_kl(draws[:, ref_full["coords"]], ref_full["mean_all"], ref_full["cov"])
+
+
+def full_reference(name, problem) -> dict:
+    ref = models.reference(name, problem)
+    z = np.load(os.path.join(models.TMP, f"models_ref_{name}.npz"))
+    a, b = z["a"][:, ref["coords"]], z["b"][:, ref["coords"]]
+    both = np.concatenate([a, b])
+    ref["mean_all"], ref["cov"] = both.mean(0), np.cov(both, rowvar=False).reshape(a.shape[1], a.shape[1])
+    ref["kl_floor"] = 0.0 if problem.get("closed_form") else two_moment_kl(b, a.mean(0), np.cov(a, rowvar=False))
+    return ref
+
+
+def grid(limit: int) -> list:
+    sizes, k = [], 0
+    while True:
+        m = int(round(16 * 2 ** (k / 4)))
+        if m > limit:
+            return sizes
+        if not sizes or m > sizes[-1]:
+            sizes.append(m)
+        k += 1
+
+
+def run_cell(name, problem, ref, tol, trial, method="omp") -> dict:
+    key = jax.random.key(100 + trial)
+    model, data = problem["model"], problem["data"]
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cs = cj.coreset(model, data, key=key, tol=tol, method=method)
+        jax.block_until_ready(cs.weights)
+    seconds = time.perf_counter() - t0
+    reached = any(p["passed"] for p in cs.info["path"])
+    row = {"problem": name, "tol": tol, "trial": trial, "method": method, "size": cs.capacity,
+           "points": cs.num_points, "seconds": seconds, "path": cs.info["path"], "reached": reached,
+           "verdict": cs.certificate.verdict, "cert_kl": float(cs.certificate.kl),
+           "warned": any("no size up to" in str(w.message) for w in caught),
+           "kl": measured_kl(problem, ref, cs, jax.random.fold_in(key, 9)), "kl_floor": ref["kl_floor"]}
+    # the oracle on the fine grid, up to the size chosen x 4 (enough to find one below it)
+    oracle, tried = None, {}
+    for m in grid(min(models.n_rows(problem), 4 * row["size"])):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            c = cj.coreset(model, data, m, method, key=key)
+        tried[m] = measured_kl(problem, ref, c, jax.random.fold_in(key, m))
+        if tried[m] <= tol:
+            oracle = m
+            break
+    row.update(oracle=oracle, oracle_path=tried)
+    return row
+
+
+def summarise(rows: list) -> dict:
+    scored = [r for r in rows if r["kl_floor"] <= r["tol"] / 3]
+    trusted = [r for r in scored if r["verdict"] in ("good", "usable") and r["reached"]]
+    within = [r for r in scored if r["oracle"] is not None]
+    return {"cells": len(rows), "resolved_cells": len(scored),
+            "trusted_and_within_3x_tol": f"{sum(r['kl'] <= 3 * r['tol'] for r in trusted)}/{len(trusted)}",
+            "size_at_most_2x_oracle": f"{sum(r['size'] <= 2 * r['oracle'] for r in within)}/{len(within)}",
+            "median_seconds": float(np.median([r["seconds"] for r in rows])) if rows else None,
+            "warned_when_unreached": f"{sum(r['warned'] for r in rows if not r['reached'])}/"
+                                     f"{sum(not r['reached'] for r in rows)}"}
+
+
+def plot(rows, out_dir, stem):
+    problems = sorted({r["problem"] for r in rows})
+    if not problems:
+        return
+    fig, axes = common.figure(1, len(problems), size=(3.2, 3.0))
+    for ax, p in zip(axes[0], problems):
+        for i, r in enumerate([r for r in rows if r["problem"] == p and r["trial"] == 0]):
+            xs = sorted(int(m) for m in r["oracle_path"])
+            ax.plot(xs, [max(r["oracle_path"][m] if m in r["oracle_path"] else r["oracle_path"][str(m)], 1e-6)
+                         for m in xs], ".-", color=f"C{i}", ms=3, label=f"tol {r['tol']}")
+            ax.plot([q["size"] for q in r["path"]], [max(q["kl"], 1e-6) for q in r["path"]], "x", color=f"C{i}")
+            ax.axhline(r["tol"], color=f"C{i}", ls=":", lw=0.8)
+        ax.set_xscale("log"), ax.set_yscale("log"), ax.set_title(p, fontsize=9), ax.set_xlabel("M")
+    axes[0][0].set_ylabel("KL (dots: measured; x: certificate on the path)")
+    axes[0][0].legend(fontsize=6)
+    common.save_figure(fig, out_dir, stem)
+
+
+def no_compression_case() -> dict:
+    """Logistic regression with D = 50 on N = 500 rows: no coreset far below N can match the posterior."""
+    key = jax.random.key(3)
+    ds = cj.data.synthetic_binary(key, 500, 49)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cs = cj.coreset(cj.models.logistic_regression(), ds.train, key=key, tol=0.01)
+    return {"N": 500, "D": 50, "size": cs.capacity, "verdict": cs.certificate.verdict,
+            "cert_kl": float(cs.certificate.kl), "path": cs.info["path"],
+            "warning": next((str(w.message) for w in caught if "no size up to" in str(w.message)), None)}
+
+
+def ledger() -> list:
+    if not os.path.exists(LEDGER):
+        return []
+    with open(LEDGER) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def main(argv=None, *, quick=None, out_dir=None):
+    def extra(p):
+        p.add_argument("--problems", nargs="+", default=list(PROBLEMS))
+        p.add_argument("--tols", nargs="+", type=float, default=list(TOLS))
+        p.add_argument("--report", action="store_true")
+        p.add_argument("--data-dir", default=common.DATA_DIR)
+
+    args = common.resolve(argv, quick, out_dir, __doc__, extra)
+    if args.quick:
+        name = "gaussian_location"
+        problem = models.load_problem(name, args.data_dir)
+        rows = [run_cell(name, problem, full_reference(name, problem), 1.0, 0)]
+        result = {"environment": common.environment(), "summary": summarise(rows), "runs": rows}
+        common.write_json(result, args.out, "auto_size_quick")
+        return result
+    if not args.report:
+        done = {(r["problem"], r["tol"], r["trial"]) for r in ledger()}
+        commit = common.environment()["git_commit"]
+        for name in args.problems:
+            problem = models.load_problem(name, args.data_dir)
+            ref = full_reference(name, problem)
+            for tol in args.tols:
+                for trial in range(args.trials or 3):
+                    if (name, tol, trial) in done:
+                        continue
+                    row = dict(run_cell(name, problem, ref, tol, trial), commit=commit)
+                    os.makedirs(models.TMP, exist_ok=True)
+                    with open(LEDGER, "a") as f:
+                        f.write(json.dumps(common.jsonable(row)) + "\n")
+                    print(f"{name} tol {tol} t{trial}: size {row['size']} (oracle {row['oracle']}), KL {row['kl']:.3g} "
+                          f"(cert {row['cert_kl']:.3g}, {row['verdict']}), {row['seconds']:.1f} s", flush=True)
+    rows = ledger()
+    result = {"environment": common.environment(), "summary": summarise(rows),
+              "no_compression": no_compression_case(), "runs": rows}
+    common.write_json(result, args.out, "auto_size")
+    plot(rows, args.out, "auto_size")
+    return result
+
+
+if __name__ == "__main__":
+    main()
