@@ -20,6 +20,7 @@ iterations it saved, and its answer against the full budget's (ratio of z2 and o
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -106,7 +107,7 @@ def rule_stationary(ratio: float):
     `ratio` times its drift to the last one (a steady walk gives ~4x, noise around a fixed point ~1x)."""
     def where(cps):
         for i, c in enumerate(cps):
-            if np.isfinite(c["drift2"]) and c["drift2"] <= ratio * c["drift"]:
+            if math.isfinite(c["drift2"]) and c["drift2"] <= ratio * c["drift"]:
                 return i
         return None
     return where
@@ -117,8 +118,15 @@ RULES = {"drift<=0.01 x2": rule_drift(0.01, 2), "drift<=0.05 x2": rule_drift(0.0
          "stationary 2": rule_stationary(2.0)}
 
 
+def _finite(x) -> float:
+    """A drift read back from JSON: null (inf when written) -> inf."""
+    return math.inf if x is None else float(x)
+
+
 def replay(rows: list) -> dict:
     out = {}
+    rows = [dict(r, checkpoints=[dict(c, drift=_finite(c["drift"]), drift2=_finite(c["drift2"]))
+                                 for c in r["checkpoints"]]) for r in rows]
     for label, rule in RULES.items():
         cases = []
         for r in rows:
