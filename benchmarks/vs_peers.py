@@ -16,10 +16,12 @@ allow. Every contender sees the same NumPyro model:
 - `sgld`: SGLD with control variates at the full-data Laplace mode, BlackJAX's kernel through
   `sgmcmc_baselines.run_sg` (batch 500, 2 chains, `SGLD_STEPS` steps per chain, 10% burn-in; the Laplace
   fit counted in its time);
-- `ours_fixed`: `cj.coreset(model, data, size=M, method="omp", key)` on `cj.from_numpyro(model, X, y)`,
-  then `cj.sample(model, data, key, weights=cs)` (NUTS, 2 chains x (400 + 400)), then
-  `cj.certify(model, data, cs, post.samples)`;
-- `ours_auto`: `cj.coreset(model, data, key=key, tol=0.1)` (its certificate attached), then `cj.sample`.
+- `ours_fixed`: `cj.coreset(model, data, size=M, method="omp", key)` on `cj.from_numpyro(model, X, y)`
+  (M = 10 D unless --M), then `cj.sample(model, data, key, weights=cs)` (NUTS, 2 chains x (400 + 400)), then
+  `cj.certify(model, data, cs, post.samples)`; package defaults (Laplace on all rows, J = 500);
+- `ours_auto`: `cj.coreset(model, data, key=key, tol=0.1)` (its certificate attached), then `cj.sample`;
+- `ours_options`: `ours_fixed` with the two options of investigations/cold_path.py instead of the defaults:
+  pi_hat = `cj.laplace(..., subsample=10_000)` and J = `cj.projection.auto_num_features(D, M)`.
 
 Each contender runs in a FRESH Python process with empty compilation caches (JAX_COMPILATION_CACHE_DIR a new
 empty folder per process, CORESETS_JAX_NO_CACHE=1): `cold_s` is its first call, data already in memory
@@ -57,7 +59,8 @@ ROOT = os.path.dirname(HERE)
 sys.path[:0] = [HERE, ROOT]
 import common  # noqa: E402
 
-CONTENDERS = ("nuts", "hmcecs", "sgld", "ours_fixed", "ours_auto")
+CONTENDERS = ("nuts", "hmcecs", "sgld", "ours_fixed", "ours_auto", "ours_options")
+OPTIONS_SUBSAMPLE = 10_000  # ours_options: Laplace fit on this many rows (cj.laplace(..., subsample=n))
 MODELS = {"logistic10": ("logistic", 10), "logistic50": ("logistic", 50),
           "poisson10": ("poisson", 10), "poisson50": ("poisson", 50)}
 SIZES = (100_000, 500_000, 1_000_000, 5_000_000)
@@ -67,6 +70,7 @@ SGLD_STEPS = 10_000
 HMCECS = {"subsample": 1000, "svi_steps": 5000, "svi_lr": 1e-3, "num_blocks": 100}
 HMCECS_LONG = {"warmup": 1000, "draws": 2000}
 TOL = 0.1
+MULT_M = 10  # ours_fixed's default M = 10 D
 V_MEMORY_LIMIT = 4 << 30  # bytes of V (N x J float32) above which our route is skipped on this shared machine
 QUICK_CONTENDERS = ("nuts", "sgld", "ours_fixed")  # the cheapest to compile; --contenders adds the others
 QUICK = {"models": {"logistic3": ("logistic", 3)}, "sizes": (2000,), "warmup": 150, "draws": 150,
@@ -171,7 +175,7 @@ def run_contender(name: str, fn, X, y, key, cfg: dict):
         res = sgmcmc_baselines.run_sg({"model": model, "data": data}, "sgld", cfg["sgld_steps"], key, None)
         out = np.asarray(res.samples)
         info.update(step_size=res.step_size, gradient_evaluations=res.gradient_evaluations)
-    elif name in ("ours_fixed", "ours_auto"):
+    elif name in ("ours_fixed", "ours_auto", "ours_options"):
         # cj.from_numpyro once per process (timed in the first call): a user's second call reuses the model;
         # a new Model object is a new static argument, so every program would be compiled again.
         if (fn, id(X)) not in _MODELS:
@@ -180,6 +184,13 @@ def run_contender(name: str, fn, X, y, key, cfg: dict):
         if name == "ours_fixed":
             cs = cj.coreset(model, data, size=cfg["M"], method="omp", key=key,
                             **cfg.get("coreset_options", {}))
+        elif name == "ours_options":  # the options of issue 36, not the defaults
+            n = int(X.shape[0])
+            pi_hat = None
+            if n > OPTIONS_SUBSAMPLE:
+                pi_hat = cj.laplace(model, data, key=jax.random.fold_in(key, 7), subsample=OPTIONS_SUBSAMPLE)
+            cs = cj.coreset(model, data, size=cfg["M"], method="omp", key=key, pi_hat=pi_hat,
+                            num_features=cj.projection.auto_num_features(int(X.shape[1]), cfg["M"]))
         else:
             cs = cj.coreset(model, data, key=key, tol=cfg["tol"], **cfg.get("coreset_options", {}))
         jax.block_until_ready(cs.weights)
@@ -189,7 +200,7 @@ def run_contender(name: str, fn, X, y, key, cfg: dict):
                          warn=False)
         jax.block_until_ready(post.samples)
         info["sample_s"] = time.perf_counter() - t1
-        if name == "ours_fixed":
+        if name != "ours_auto":
             t1 = time.perf_counter()
             cert = cj.certify(model, data, cs, post.samples)
             info["certify_s"] = time.perf_counter() - t1
@@ -317,9 +328,13 @@ def score(draws: np.ndarray, ref: dict) -> dict:
 # The parent: the grid.
 
 
-def _skip_reason(contender: str, n: int, d: int, history: dict, budget: float, num_features: int) -> Optional[str]:
+def _skip_reason(contender: str, n: int, d: int, m: int, history: dict, budget: float) -> Optional[str]:
     """Why `contender` is not run at N (None: run it): a projected time over `budget` from its last cell
     (linear in N), or V over `V_MEMORY_LIMIT`."""
+    num_features = 500
+    if contender == "ours_options":
+        from coresets_jax.projection import auto_num_features
+        num_features = auto_num_features(d, m)
     if contender.startswith("ours") and n * num_features * 4 > V_MEMORY_LIMIT:
         return f"memory: V would take {n * num_features * 4 / 2**30:.1f} GiB (N x J = {n} x {num_features} float32)"
     last = history.get(contender)
@@ -339,15 +354,19 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
         p.add_argument("--sizes", nargs="+", type=int, default=list(SIZES))
         p.add_argument("--contenders", nargs="+", default=None,
                        help=f"default: all {list(CONTENDERS)}; with --quick {list(QUICK_CONTENDERS)}")
-        p.add_argument("--M", type=int, default=None, help="coreset size of ours_fixed (default 30 D)")
+        p.add_argument("--M", type=int, default=None, help=f"coreset size of ours_fixed (default {MULT_M} D)")
         p.add_argument("--repeats", type=int, default=1)
         p.add_argument("--budget", type=float, default=600.0, help="seconds per contender and cell")
         p.add_argument("--warm-max", type=float, default=300.0, help="no warm call after a first call this long")
         p.add_argument("--tag", default="")
+        p.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                       help="combine the cells of these result files (runs of model/size subsets) into one")
         p.add_argument("--chain-method-check", action="store_true",
                        help="also run NumPyro NUTS with chain_method='sequential' (to choose CHAIN_METHOD)")
 
     args = common.resolve(argv, quick, out_dir, __doc__, extra)
+    if args.merge:
+        return merge(args)
     work = tempfile.mkdtemp(prefix="vs_peers_")
     t_start = time.perf_counter()
     if args.quick:
@@ -361,7 +380,7 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
     result = {"quick": bool(args.quick), "command": "python benchmarks/vs_peers.py " + " ".join(sys.argv[1:]),
               "settings": {"chains": CHAINS, "warmup": base["warmup"], "draws": base["draws"],
                            "chain_method": CHAIN_METHOD, "hmcecs": base["hmcecs"], "sgld_steps": base["sgld_steps"],
-                           "M": M or "30 D", "tol": base["tol"], "budget_s": args.budget, "warm_max_s": args.warm_max,
+                           "M": M or f"{MULT_M} D", "tol": base["tol"], "budget_s": args.budget, "warm_max_s": args.warm_max,
                            "repeats": args.repeats},
               "cells": [], "environment": common.environment(), "load_average_before": list(os.getloadavg())}
     stem = common.stem("vs_peers" + args.tag, args.quick)
@@ -371,7 +390,7 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
             cell = {"model": label, "kind": kind, "D": d, "N": n, "runs": {}, "skipped": {}}
             todo = []
             for c in contenders:
-                why = _skip_reason(c, n, d, history, args.budget, 500)
+                why = _skip_reason(c, n, d, min(M or MULT_M * d, n), history, args.budget)
                 if why:
                     cell["skipped"][c] = why
                 else:
@@ -381,7 +400,7 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
                 groups = [order] if args.quick else [[c] for c in order]  # quick: one process for all
                 for group in groups:
                     cfg = dict(base, contender=group if args.quick else group[0], kind=kind, D=d, N=n,
-                               M=min(M or 30 * d, n),
+                               M=min(M or MULT_M * d, n),
                                warm_max=args.warm_max, seed=rep, warm=not args.quick)
                     for c, res in run_child(cfg, work, timeout=max(3 * args.budget, 120)).items():
                         cell["runs"].setdefault(c, []).append(res)
@@ -396,6 +415,29 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
     shutil.rmtree(work, ignore_errors=True)
     result["load_average_after"] = list(os.getloadavg())
     _write(result, args.out, stem, show=True)
+    return result
+
+
+def merge(args) -> dict:
+    """One result from several runs' files: their cells in file order (a later file's cell replaces an
+    earlier one's for the same model and N), each run's settings, commit and load kept under 'parts'."""
+    cells, parts = {}, []
+    for path in args.merge:
+        with open(path) as f:
+            part = json.load(f)
+        for cell in part["cells"]:
+            cell.setdefault("part", os.path.basename(path))
+            cells[(cell["model"], cell["N"])] = cell
+        parts.append({"file": os.path.basename(path), "command": part.get("command"), "settings": part["settings"],
+                      "environment": part["environment"], "total_s": part.get("total_s"),
+                      "load_average_before": part.get("load_average_before"),
+                      "load_average_after": part.get("load_average_after")})
+    order = {m: i for i, m in enumerate(MODELS)}
+    result = {"quick": False, "command": "python benchmarks/vs_peers.py --merge " + " ".join(args.merge),
+              "settings": parts[-1]["settings"], "parts": parts,
+              "cells": sorted(cells.values(), key=lambda c: (order.get(c["model"], 99), c["N"])),
+              "environment": common.environment()}
+    _write(result, args.out, "vs_peers" + args.tag, show=True)
     return result
 
 
@@ -562,7 +604,7 @@ def _plot(result: dict, out_dir: str, stem: str) -> None:
     labels = list(dict.fromkeys(c["model"] for c in result["cells"])) or ["-"]
     fig, axes = common.figure(1, len(labels), size=(5.5, 4.2))
     colors = {"nuts": "k", "hmcecs": "tab:orange", "sgld": "tab:green", "ours_fixed": "tab:blue",
-              "ours_auto": "tab:purple", "nuts_sequential": "tab:gray"}
+              "ours_auto": "tab:purple", "ours_options": "tab:cyan", "nuts_sequential": "tab:gray"}
     for ax, label in zip(axes[0], labels):
         cells = [c for c in result["cells"] if c["model"] == label]
         for c in colors:

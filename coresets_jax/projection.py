@@ -26,7 +26,7 @@ from .core.model import Model
 from .pihat import GaussianApproximation, gaussian_draws
 from .core import compiled
 
-__all__ = ["NORMS", "features", "matrix_stats", "project", "project_fn"]
+__all__ = ["NORMS", "auto_num_features", "features", "matrix_stats", "project", "project_fn"]
 
 NORMS = ("fisher", "l2", "centered")
 PROGRESS_MIN_WORK = 1 << 29  # N * J * D below which the projection shows no bar (about a second on a CPU)
@@ -41,6 +41,25 @@ Array = jax.Array
 # checked at the first few samples only: a model that does not fit its data (L_n = -inf whatever theta)
 # is caught at any sample. With autodiff the value comes with the gradient and every sample is checked.
 _CLOSED_FORM_CHECKED_SAMPLES = 4
+
+
+def auto_num_features(dim: int, size: Optional[int] = None, *, per_dim: int = 8, minimum: int = 32,
+                      maximum: int = 500) -> int:
+    """A projection dimension J from the parameter dimension D (an option; `cj.coreset`'s default stays J = 500).
+
+    J = min(maximum, max(minimum, per_dim * D)): the log-likelihood's variation over pi_hat is that of a
+    function of D parameters, so J grows with D, not with N. `size` (M) is accepted for rules that also read
+    the coreset size and is unused by this one; note that a greedy solver's non-negative least-squares fit on J
+    features keeps at most about J points, so J < M caps the number of points (measured in
+    benchmarks/investigations/cold_path.py --quality). The projection's time and V's memory are linear in J.
+    """
+    dim = _validate.check_positive_int(dim, "dim")
+    if size is not None:
+        _validate.check_positive_int(size, "size")
+    per_dim = _validate.check_positive_int(per_dim, "per_dim")
+    minimum = _validate.check_positive_int(minimum, "minimum")
+    maximum = _validate.check_positive_int(maximum, "maximum")
+    return int(min(maximum, max(minimum, per_dim * dim)))
 
 
 def _datum_features(model: Model, norm: str, thetas: Array, coords: Array):
