@@ -1,0 +1,225 @@
+"""Markdown tables from benchmarks/results/*.json, written into marked regions of the documentation.
+
+A region is the text between `<!-- table:NAME -->` and `<!-- /table:NAME -->` in README.md, docs/**/*.md or
+benchmarks/README.md; NAME is one of `TABLES`. Each table is generated from one results file and ends with
+a line saying what was measured where: the machine and date the JSON records, and, outside README.md, the
+commit it records (README.md carries no commit hashes).
+
+    python benchmarks/tables.py            # rewrite every region from the JSON files
+    python benchmarks/tables.py --check    # exit 1 if a committed region differs from what the JSON gives
+    python benchmarks/tables.py --list     # the tables, their JSON files, and where each region is
+
+Re-run it after a benchmark writes new results (e.g. `python benchmarks/models.py` rewrites
+results/models.json; the `models` table follows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import sys
+from typing import Callable
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RESULTS = os.path.join(HERE, "results")
+REGION = re.compile(r"(<!-- table:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table:(?P=name) -->)", re.S)
+
+
+def _load(stem: str) -> dict:
+    with open(os.path.join(RESULTS, stem + ".json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _fmt(x, digits: int = 3) -> str:
+    """A number for a table: significant digits, thousands separators for large values, '–' for none."""
+    if x is None:
+        return "–"
+    x = float(x)
+    if x == 0:
+        return "0"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    if abs(x) < 0.01:
+        return f"{x:.{max(digits - 1, 1)}g}"
+    return f"{x:.{digits}g}"
+
+
+def _seconds(x) -> str:
+    return "–" if x is None else (f"{x:.2f} s" if x < 10 else f"{x:.1f} s")
+
+
+def provenance(data: dict, stem: str, with_commit: bool) -> str:
+    """The line under a table: the results file, the machine, the date and (outside README.md) the commit."""
+    env = data.get("environment", {})
+    backend = env.get("backend") or "an unrecorded device"
+    if backend == "cpu":
+        machine = f"CPU, {env.get('cpu_count', '?')} cores"
+    else:
+        machine = f"{env.get('device_kind') or backend} x {env.get('device_count', 1)}"
+    date = (env.get("date_utc") or "")[:10] or "an unrecorded date"
+    commit = f" at commit `{env['git_commit']}`" if with_commit and env.get("git_commit") else " at one commit"
+    note = f"; {env['note']}" if env.get("note") else ""
+    return (f"From `benchmarks/results/{stem}.json`, measured{commit} on {date}: {machine}, "
+            f"JAX {env.get('jax', '?')}{note}.")
+
+
+# ---------------------------------------------------------------- the tables
+
+
+def table_cold_start(with_commit: bool) -> str:
+    """First calls in fresh processes, empty and warm compilation cache (benchmarks/cold_start.py)."""
+    data = _load("cold_start")
+    s, p = data["summary"], data["problem"]
+    # The README's quickstart and Coreset MCMC rows are left out: both have changed since (the quickstart
+    # now sizes its coreset; Coreset MCMC runs the published algorithm by default).
+    rows = [("`cj.coreset`, GIGA", "coreset:giga", True),
+            ("`cj.coreset`, A-IHT II", "coreset:iht2", True),
+            ("`cj.sample`, NUTS", "sample:nuts", True),
+            ("`cj.sample`, MALA", "sample:mala", True)]
+    lines = ["| call | empty cache: first call | compilations | warm cache: first call | second call |",
+             "|---|---|---|---|---|"]
+    for label, row, is_call in rows:
+        empty, warm = s.get(row + "|empty"), s.get(row + "|warm")
+        if empty is None:
+            continue
+        key = "first_s" if is_call else "process_s"
+        lines.append(f"| {label} | {_seconds(empty.get(key))} | {_fmt(empty.get('compiles')) if is_call else '–'} | "
+                     f"{_seconds(warm.get(key)) if warm else '–'} | "
+                     f"{_seconds(empty.get('second_s')) if 'second_s' in empty else '–'} |")
+    if "numpyro" in s:
+        n = s["numpyro"]
+        lines.append(f"| NumPyro NUTS on all {p['N']} rows (no cache) | {_seconds(n['first_s'])} | "
+                     f"{_fmt(n.get('compiles'))} | – | {_seconds(n.get('second_s'))} |")
+    lines += ["", f"Logistic regression, N = {p['N']}, D = {p['D']}, M = {p['M']} ({p['data']}); sampling "
+              f"{p['sample']}; medians of {data['repeats']} repeats, each in a fresh process. "
+              + provenance(data, "cold_start", with_commit)]
+    return "\n".join(lines)
+
+
+def table_certify(with_commit: bool) -> str:
+    """How well the certificate predicts the true error (benchmarks/certify.py)."""
+    data = _load("certify")
+    sm, t = data["summary"], data["timing"]
+    closed, mcmc = sm["kl_closed_form"], sm["kl_mcmc"]
+    flags = sm["verdict_flags_w1_over_3"]
+    lines = ["| question | answer |", "|---|---|",
+             f"| rank correlation of the KL estimate with the exact KL (closed-form problems, {closed['rows']} "
+             f"coresets) | {closed['spearman']:.3f} |",
+             f"| estimates within 2x of the exact KL, where k-hat < 0.7 | "
+             f"{closed['estimate_within_2x_where_khat_below_0.7']} of {closed['rows_with_khat_below_0.7']} |",
+             f"| rank correlation with the moment KL from full-data NUTS ({mcmc['rows']} coresets) | "
+             f"{mcmc['spearman']:.3f} |",
+             f"| coresets whose W1 to the full posterior exceeds 3x the Monte Carlo floor, flagged by the verdict | "
+             f"{flags['bad_and_flagged']} of {flags['bad_and_flagged'] + flags['bad_missed']} |",
+             f"| good coresets (W1 under 3x the floor) flagged all the same | "
+             f"{flags['good_but_flagged']} of {flags['good_but_flagged'] + flags['good_and_passed']} |",
+             f"| cost at N = {t['N']:,}, M = {t['M']}, {t['draws']} draws: float64 / float32 pass | "
+             f"{_seconds(t['certify_float64_s'])} / {_seconds(t['certify_float32_s'])} |",
+             f"| ... against building the coreset ({t['method']}) | {_seconds(t['construction_s'])} |",
+             "", provenance(data, "certify", with_commit)]
+    return "\n".join(lines)
+
+
+# The methods of the models-suite table (benchmarks/models.py's labels), in column order; a column appears
+# when any cell has it. Other labels in the JSON (ablations such as caps or unbudgeted refinements) are left
+# out of the table.
+MODEL_METHODS = ("uniform", "giga", "iht2", "omp", "omp+refine", "omp+refine_qn", "iht2+refine", "coreset_mcmc",
+                 "quasi_newton")
+
+
+def table_models(with_commit: bool) -> str:
+    """Median z2 (the metric of benchmarks/models.py) per problem, M and method, from the JSON's "table"."""
+    data = _load("models")
+    table = data["table"]
+    present = {m for e in table for m in e["median_z2"]}
+    methods = [m for m in MODEL_METHODS if m in present]
+    lines = ["| problem | M | " + " | ".join(f"`{m}`" for m in methods) + " |",
+             "|---|---|" + "---|" * len(methods)]
+    for e in sorted(table, key=lambda e: (e["problem"], e["M"])):
+        med, trials = e["median_z2"], e.get("trials", {})
+        best = min((med[m] for m in methods if med.get(m) is not None), default=None)
+
+        def cell(m):
+            if med.get(m) is None:
+                return "–"
+            text = _fmt(med[m])
+            if best is not None and text == _fmt(best):
+                text = f"**{text}**"
+            if trials.get(m, 3) < 3:
+                text += f" ({trials[m]})"
+            return text
+        lines.append(f"| {e['problem']} | {e['M']} | " + " | ".join(cell(m) for m in methods) + " |")
+    reductions = data.get("reductions", {})
+    note = "; ".join(str(reductions[k]) for k in ("trials", "metric_draws") if k in reductions)
+    lines += ["", "Median z2 over trials (lower is better; bold: the best in its row; a number in brackets: "
+              "trials that finished, when fewer than 3)" + (f"; {note}" if note else "") + ". "
+              + provenance(data, "models", with_commit)]
+    return "\n".join(lines)
+
+
+TABLES: dict[str, Callable[[bool], str]] = {
+    "cold_start": table_cold_start,
+    "certify": table_certify,
+    "models": table_models,
+}
+
+
+# ---------------------------------------------------------------- regions
+
+
+def files() -> list[str]:
+    found = [os.path.join(ROOT, "README.md"), os.path.join(HERE, "README.md")]
+    found += sorted(glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True))
+    return [f for f in found if os.path.exists(f)]
+
+
+def render(text: str, path: str) -> str:
+    """`text` with every table region regenerated (README.md's without commit hashes)."""
+    with_commit = os.path.abspath(path) != os.path.join(ROOT, "README.md")
+
+    def one(m: re.Match) -> str:
+        name = m.group("name")
+        if name not in TABLES:
+            raise SystemExit(f"{os.path.relpath(path, ROOT)}: unknown table {name!r}; tables: {', '.join(TABLES)}")
+        return m.group(1) + TABLES[name](with_commit).rstrip("\n") + "\n" + m.group(4)
+
+    return REGION.sub(one, text)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--check", action="store_true", help="fail if a committed table differs from the JSON's")
+    p.add_argument("--list", action="store_true", help="list the tables and where their regions are")
+    args = p.parse_args(argv)
+    stale, regions = [], {}
+    for path in files():
+        text = open(path, encoding="utf-8").read()
+        for m in REGION.finditer(text):
+            regions.setdefault(m.group("name"), []).append(os.path.relpath(path, ROOT))
+        if args.list:
+            continue
+        new = render(text, path)
+        if new != text:
+            stale.append(os.path.relpath(path, ROOT))
+            if not args.check:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(new)
+    if args.list:
+        for name, fn in TABLES.items():
+            print(f"{name}: {fn.__doc__.splitlines()[0]} -> {', '.join(regions.get(name, ['(no region)']))}")
+        return 0
+    if args.check and stale:
+        print("tables differ from benchmarks/results/*.json in: " + ", ".join(stale)
+              + "\nrun: python benchmarks/tables.py", file=sys.stderr)
+        return 1
+    if stale:
+        print("rewrote tables in: " + ", ".join(stale))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
