@@ -48,8 +48,8 @@ EXAMPLES = os.path.join(DOCS, "examples")
 RTOL, ATOL = 2e-2, 2e-3
 # Numbers labelled by these words (the last word before the number on its line, lower-cased) are Monte Carlo
 # estimates that change with the chain on another processor: (absolute, relative) tolerance.
-NOISY = {"khat": (0.15, 0.0), "kl": (0.02, 0.5), "ess": (0.0, 0.4), "min_ess": (0.0, 0.4),
-         "max_rhat": (0.02, 0.0), "acceptance": (0.06, 0.0), "divergent": (5.0, 0.0), "se": (0.02, 0.5)}
+NOISY = {"khat": (0.15, 0.3), "floor": (0.0, 0.5), "kl": (0.02, 0.5), "ess": (0.0, 0.4), "min_ess": (0.0, 0.4),
+         "max_rhat": (0.02, 0.0), "hat": (0.05, 0.0), "acceptance": (0.06, 0.0), "divergent": (5.0, 0.0), "se": (0.02, 0.5)}
 TIMES = {"time", "wall_time", "seconds", "time_s", "s"}    # never compared
 TOKEN = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[^\W\d]\w*|\S")
 NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?$")
@@ -194,6 +194,8 @@ def run_script(code: str, figures: str | None = None, timeout: int = 600) -> tup
 def build_outputs(check: bool) -> list[str]:
     problems = []
     for path in markdown_files():
+        if os.path.dirname(os.path.abspath(path)) == EXAMPLES:
+            continue  # the example pages: build_examples
         text = open(path, encoding="utf-8").read()
         marked = blocks(text)
         scripts = {b.name: b.text for b in marked if b.kind == "exec"}
