@@ -26,7 +26,7 @@ allow. Every contender sees the same NumPyro model:
 Each contender runs in a FRESH Python process with empty compilation caches (JAX_COMPILATION_CACHE_DIR a new
 empty folder per process, CORESETS_JAX_NO_CACHE=1): `cold_s` is its first call, data already in memory
 (imports and data generation are recorded apart); `warm_s` a second identical call in the same process (run
-when the first took under `--warm-max` seconds; otherwise it is about the first less its compilation).
+when the first took under `--warm-max` = 150 seconds; otherwise it is about the first less its compilation).
 Contenders of a cell run one after another in a rotating order, so a change of load on the shared machine
 hits them alike; with --repeats > 1 the table gives medians.
 
@@ -339,12 +339,13 @@ def _skip_reason(contender: str, n: int, d: int, m: int, history: dict, budget: 
         return f"memory: V would take {n * num_features * 4 / 2**30:.1f} GiB (N x J = {n} x {num_features} float32)"
     last = history.get(contender)
     if last is not None:
-        n0, s0 = last
+        n0, s0, c0 = last
         if s0 is None:
             return f"failed or skipped at N = {n0}"
-        projected = s0 * n / n0
+        projected = c0 + (s0 - c0) * n / n0  # compilation as before, the rest linear in N
         if projected > budget:
-            return f"time: {s0:.0f} s at N = {n0}, projected {projected:.0f} s > budget {budget:.0f} s"
+            return (f"time: {s0:.0f} s at N = {n0} ({c0:.0f} s compiling), projected {projected:.0f} s > budget "
+                    f"{budget:.0f} s")
     return None
 
 
@@ -357,7 +358,7 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
         p.add_argument("--M", type=int, default=None, help=f"coreset size of ours_fixed (default {MULT_M} D)")
         p.add_argument("--repeats", type=int, default=1)
         p.add_argument("--budget", type=float, default=600.0, help="seconds per contender and cell")
-        p.add_argument("--warm-max", type=float, default=300.0, help="no warm call after a first call this long")
+        p.add_argument("--warm-max", type=float, default=150.0, help="no warm call after a first call this long")
         p.add_argument("--tag", default="")
         p.add_argument("--merge", nargs="+", default=None, metavar="JSON",
                        help="combine the cells of these result files (runs of model/size subsets) into one")
@@ -396,7 +397,8 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
                 else:
                     todo.append(c)
             for rep in range(args.repeats):
-                order = todo[rep % max(len(todo), 1):] + todo[:rep % max(len(todo), 1)]
+                k = (rep + len(result["cells"])) % max(len(todo), 1)  # a rotating order across cells and repeats
+                order = todo[k:] + todo[:k]
                 groups = [order] if args.quick else [[c] for c in order]  # quick: one process for all
                 for group in groups:
                     cfg = dict(base, contender=group if args.quick else group[0], kind=kind, D=d, N=n,
@@ -406,8 +408,9 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
                         cell["runs"].setdefault(c, []).append(res)
                         _say(label, n, c, rep, res)
             for c in todo:
-                ok = [r["calls"][0]["seconds"] for r in cell["runs"][c] if "error" not in r]
-                history[c] = (n, float(np.median(ok)) if ok else None)
+                ok = [r["calls"][0] for r in cell["runs"][c] if "error" not in r]
+                history[c] = (n, float(np.median([k["seconds"] for k in ok])) if ok else None,
+                              float(np.median([k["log"]["compile_s"] for k in ok])) if ok else 0.0)
             _score_cell(cell, work, base, args.budget)
             result["cells"].append(cell)
             result["total_s"] = time.perf_counter() - t_start

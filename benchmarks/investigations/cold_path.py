@@ -1,7 +1,7 @@
 """The cold construction path at scale, stage by stage, and two cheaper options for it (issue 36, part 2).
 
 Part 1, `--profile` (default): logistic regression, D = 10, the NumPyro model and data of benchmarks/vs_peers.py
-(`cj.from_numpyro`), N in {5e5, 1e6}, M = 300 (vs_peers' 30 D). In a FRESH process with empty caches
+(`cj.from_numpyro`), N in {5e5, 1e6}, M = 100 (vs_peers' 10 D). In a FRESH process with empty caches
 (JAX_COMPILATION_CACHE_DIR a new folder, CORESETS_JAX_NO_CACHE=1), the stages of the fixed-size route run one
 after another, each timed (wall, blocked until ready) with the XLA compilations inside it (JAX's compile log:
 count and seconds); then every stage runs a second time in the same process (compiled: its run time):
@@ -23,7 +23,7 @@ on: vs_peers' logistic and Poisson D = 10 at N = 1e5 (N / n = 10 and, with `sub1
 is off by about sqrt(N / n) posterior sd, as with n = 10,000 at N = 1e6) (built-in models on the same rows:
 the same posterior, closed-form gradients), and the real biketrips_large (Poisson, N = 15,641, D = 9; its
 full-data reference is models.py's). Construction through `cj.coreset(..., method="omp", pi_hat=...,
-num_features=...)`; coreset posterior: NUTS 2 x (500 + 1000). Trials: keys 0..T-1.
+num_features=...)` with M = 300; coreset posterior: NUTS 2 x (500 + 1000). Trials: keys 0..T-1.
 
     python benchmarks/investigations/cold_path.py --profile [--sizes 500000 1000000] [--repeats 1]
     python benchmarks/investigations/cold_path.py --quality [--trials 2]
@@ -46,7 +46,9 @@ BENCH = os.path.dirname(HERE)
 sys.path[:0] = [BENCH, os.path.dirname(BENCH)]
 import common  # noqa: E402
 
-D, M, J = 10, 300, 500
+D, J = 10, 500
+M = 100  # the profile's coreset size: vs_peers' ours_fixed (10 D)
+QUALITY_M = 300  # the quality part's (3x more points than the auto J keeps: a harder test of J = 8 D)
 SUBSAMPLE = 10_000
 VARIANTS = ("default", "sub", "auto", "sub+auto")
 QUALITY_VARIANTS = ("default", "sub1000", "sub", "auto", "J160", "sub+auto")
@@ -315,7 +317,7 @@ def run_quality(args) -> dict:
 
     problems = quality_problems(args.problems)
     rows = []
-    result = {"quick": bool(args.quick), "part": "quality", "M": M, "subsample": SUBSAMPLE, "rows": rows,
+    result = {"quick": bool(args.quick), "part": "quality", "M": QUALITY_M, "subsample": SUBSAMPLE, "rows": rows,
               "variants": list(args.variants), "environment": common.environment(),
               "load_average_before": list(os.getloadavg())}
     for name, (model, data, ref) in problems.items():
@@ -329,12 +331,12 @@ def run_quality(args) -> dict:
             k = trial % len(variants)
             for variant in variants[k:] + variants[:k]:
                 key = jax.random.key(trial)
-                s = variant_settings(variant, n, d, M)
+                s = variant_settings(variant, n, d, QUALITY_M)
                 t = time.perf_counter()
                 pi_hat = None
                 if s["subsample"] is not None and s["subsample"] < n:
                     pi_hat = cj.laplace(model, data, key=jax.random.fold_in(key, 7), subsample=s["subsample"])
-                cs = cj.coreset(model, data, size=M, method="omp", key=key, pi_hat=pi_hat,
+                cs = cj.coreset(model, data, size=QUALITY_M, method="omp", key=key, pi_hat=pi_hat,
                                 num_features=s["num_features"])
                 jax.block_until_ready(cs.weights)
                 build_s = time.perf_counter() - t
