@@ -23,6 +23,7 @@ all (`TIMES`).
     python docs/build.py --readme          # rewrite the output blocks of README.md and docs/**/*.md
     python docs/build.py --examples [NAME ...]   # run docs/examples/*.py (or the named ones); write pages, figures
     python docs/build.py --check [--readme] [--examples]   # run and compare; write nothing
+    python docs/build.py --examples --jobs 2     # two examples at a time (each a process of its own)
     python docs/build.py --site DIR        # mkdocs build --strict into DIR (pip install -e ".[docs]")
 """
 
@@ -260,31 +261,43 @@ def example_names(selected: list[str] | None = None) -> list[str]:
     return names
 
 
-def build_examples(check: bool, selected: list[str] | None = None) -> list[str]:
+def _example(name: str, check: bool) -> tuple[list[str], float]:
+    source = open(os.path.join(EXAMPLES, name + ".py"), encoding="utf-8").read()
+    page = os.path.join(EXAMPLES, name + ".md")
+    prefix = os.path.join(EXAMPLES, name)
     problems = []
-    for name in example_names(selected):
-        source = open(os.path.join(EXAMPLES, name + ".py"), encoding="utf-8").read()
-        page = os.path.join(EXAMPLES, name + ".md")
-        prefix = os.path.join(EXAMPLES, name)
-        if check:
-            with tempfile.TemporaryDirectory() as tmp:
-                printed, seconds = run_script(source, figures=os.path.join(tmp, name))
-            if not os.path.exists(page):
-                problems.append(f"docs/examples/{name}.md is missing: run python docs/build.py --examples {name}")
-            else:
-                text = open(page, encoding="utf-8").read()
-                marked = {(b.kind, b.name): b.text for b in blocks(text)}
-                if marked.get(("exec", name), "").rstrip("\n") != split_docstring(source)[2].rstrip("\n"):
-                    problems.append(f"docs/examples/{name}.md shows other code than {name}.py: rebuild it")
-                problems += [f"docs/examples/{name}.md: {p}" for p in compare(printed, marked.get(("output", name), ""))]
+    if check:
+        with tempfile.TemporaryDirectory() as tmp:
+            printed, seconds = run_script(source, figures=os.path.join(tmp, name))
+        if not os.path.exists(page):
+            problems.append(f"docs/examples/{name}.md is missing: run python docs/build.py --examples {name}")
         else:
-            for old in glob.glob(prefix + "_*.png"):
-                os.remove(old)
-            printed, seconds = run_script(source, figures=prefix)
-            figures = sorted(glob.glob(prefix + "_*.png"), key=lambda p: int(p.rsplit("_", 1)[1][:-4]))
-            with open(page, "w", encoding="utf-8") as f:
-                f.write(example_page(name, source, printed, figures))
-        print(f"docs/examples/{name}.py: {seconds:.1f} s", file=sys.stderr)
+            text = open(page, encoding="utf-8").read()
+            marked = {(b.kind, b.name): b.text for b in blocks(text)}
+            if marked.get(("exec", name), "").rstrip("\n") != split_docstring(source)[2].rstrip("\n"):
+                problems.append(f"docs/examples/{name}.md shows other code than {name}.py: rebuild it")
+            problems += [f"docs/examples/{name}.md: {p}" for p in compare(printed, marked.get(("output", name), ""))]
+    else:
+        for old in glob.glob(prefix + "_*.png"):
+            os.remove(old)
+        printed, seconds = run_script(source, figures=prefix)
+        figures = sorted(glob.glob(prefix + "_*.png"), key=lambda p: int(p.rsplit("_", 1)[1][:-4]))
+        with open(page, "w", encoding="utf-8") as f:
+            f.write(example_page(name, source, printed, figures))
+    return problems, seconds
+
+
+def build_examples(check: bool, selected: list[str] | None = None, jobs: int = 1) -> list[str]:
+    """Run the examples (`jobs` at a time, each in its own process) and write or check their pages."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    problems = []
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        results = {name: pool.submit(_example, name, check) for name in example_names(selected)}
+        for name, future in results.items():
+            found, seconds = future.result()
+            problems += found
+            print(f"docs/examples/{name}.py: {seconds:.1f} s", file=sys.stderr)
     return problems
 
 
@@ -307,6 +320,7 @@ def main(argv=None) -> int:
     p.add_argument("--examples", nargs="*", metavar="NAME", help="the example pages (all, or the named ones)")
     p.add_argument("--site", metavar="DIR", help="mkdocs build --strict into DIR")
     p.add_argument("--check", action="store_true", help="run and compare with the pages; write nothing")
+    p.add_argument("--jobs", type=int, default=1, help="examples run at once, each in its own process")
     args = p.parse_args(argv)
     everything = not args.readme and args.examples is None and args.site is None
     t = time.perf_counter()
@@ -314,7 +328,7 @@ def main(argv=None) -> int:
     if args.readme or everything:
         problems += build_outputs(args.check)
     if args.examples is not None or everything:
-        problems += build_examples(args.check, args.examples)
+        problems += build_examples(args.check, args.examples, args.jobs)
     if args.site or (everything and not args.check):
         build_site(args.site or os.path.join(ROOT, "site"))
     print(f"docs/build.py: {time.perf_counter() - t:.1f} s in all", file=sys.stderr)
