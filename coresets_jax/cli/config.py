@@ -92,6 +92,14 @@ def _choice(options: Callable[[], tuple] | tuple):
     return check
 
 
+def _list_or_empty(check_item, what: str):
+    def check(value, where):
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list of {what} (possibly empty), got {value!r}")
+        return [check_item(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    return check
+
+
 def _size(value, where):
     """A coreset size: a positive integer, or "auto" (the certificate chooses it, `tol`)."""
     if value == "auto":
@@ -258,6 +266,8 @@ SCHEMA: dict = {
     "sizes": (_list_of(_size, "positive integers or auto"), [10, 100, 1000],
               "coreset sizes M; auto: the smallest size whose certificate reaches tol (vector methods)"),
     "tol": (_positive_float, 0.1, "nats: the KL(pi_w || pi) an auto size must reach (cj.coreset(tol=...))"),
+    "auto": (_list_or_empty(_choice(_methods), "method names"), ["omp"],
+             "methods also built at the size their certificate chooses (auto, for tol), beside the fixed sizes"),
     "repeats": (_non_negative_int, 3, "timed calls after the first"),
     "seed": (_int, 0, "seed of the whole job"),
     "certify": (_bool, True, "certify each coreset (cj.certify) from one MCMC chain on it"),
@@ -306,18 +316,23 @@ def validate_config(user: Any, base: str) -> dict:
     config.pop("method")
     config.pop("baseline")
     for method, opts in config["options"].items():
-        if method not in config["methods"]:
+        if method not in config["methods"] and method not in config["auto"]:
             raise ConfigError(f"config.options.{method}: {method!r} is not in methods {config['methods']}")
         _check_method_options(method, opts, f"config.options.{method}")
-    if "tol" in user_keys and "auto" not in config["sizes"]:
-        raise ConfigError("config.tol: applies to sizes: [auto] only (the certificate then chooses M); add auto "
-                          "to sizes, or remove tol")
+    if "tol" in user_keys and "auto" not in config["sizes"] and not config["auto"]:
+        raise ConfigError("config.tol: applies to automatic sizes only (sizes: [auto], or methods in auto: "
+                          "[...]); add one, or remove tol")
     from ..registry import resolve
 
     auto_posterior = [m for m in config["methods"] if resolve(m).needs == "posterior"]
     if "auto" in config["sizes"] and auto_posterior:
         raise ConfigError(f"config.sizes: auto searches sizes with a vector method; {auto_posterior[0]!r} is "
                           "posterior-driven: give it integer sizes")
+    for i, m in enumerate(config["auto"]):
+        if resolve(m).needs == "posterior":
+            raise ConfigError(f"config.auto[{i}]: {m!r} is posterior-driven; the automatic size searches with a "
+                              "vector method (e.g. omp)")
+
     data = config["data"]
     if "synthetic" in data:
         for i, m in enumerate(config["sizes"]):

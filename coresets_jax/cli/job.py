@@ -140,8 +140,11 @@ def run_job(config: dict, sample: bool = False, out: Optional[str] = None) -> di
     stages["projection_s"] = time.perf_counter() - start
     rows, coresets = [], {}
     work = [(m, method) for m in config["sizes"] for method in config["methods"]]
+    work += [("auto", method) for method in config["auto"] if ("auto", method) not in work]
     _log(f"[3/3] {len(work)} coresets: methods {', '.join(config['methods'])} at M = "
-         f"{', '.join(map(str, config['sizes']))}")
+         f"{', '.join(map(str, config['sizes']))}"
+         + (f"; {', '.join(config['auto'])} at the size the certificate chooses for KL <= {config['tol']} nats"
+            if config["auto"] else ""))
     for m, method in progress.bar(work, desc="coresets"):
         options = dict(config["options"].get(method, {}))
         cs, first, median = _timed(lambda: _construct(method, m, model, data, V, key_solve, options, approx,
