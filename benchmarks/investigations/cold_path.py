@@ -14,7 +14,9 @@ count and seconds); then every stage runs a second time in the same process (com
 
 Variants (one fresh process each, alternating within a repeat): `default` (full Laplace, J = 500), `sub`
 (Laplace on n = 10,000 rows, log-likelihood scaled by N / n: `cj.laplace(..., subsample=n)`, an existing
-option), `auto` (J = `cj.projection.auto_num_features(D, M)` = max(32, 8 D), 80 here), `sub+auto`; in the
+option), `subinit` (Newton on all rows started at the mode of the fit on 10,000 rows: the same pi_hat as
+`default`, fewer full-data iterations), `auto` (J = `cj.projection.auto_num_features(D, M)` = max(32, 8 D),
+80 here), `sub+auto`; in the
 quality part also `sub1000` (n = 1,000) and `J160`.
 
 Part 2, `--quality`: the variants' coreset quality against full-data NUTS, as benchmarks/models.py measures it
@@ -50,7 +52,7 @@ D, J = 10, 500
 M = 100  # the profile's coreset size: vs_peers' ours_fixed (10 D)
 QUALITY_M = 300  # the quality part's (3x more points than the auto J keeps: a harder test of J = 8 D)
 SUBSAMPLE = 10_000
-VARIANTS = ("default", "sub", "auto", "sub+auto")
+VARIANTS = ("default", "sub", "subinit", "auto", "sub+auto")
 QUALITY_VARIANTS = ("default", "sub1000", "sub", "auto", "J160", "sub+auto")
 STAGES = ("laplace", "project", "omp", "sample", "certify")
 TMP = os.path.join(common.RESULTS, "tmp")
@@ -58,12 +60,15 @@ TMP = os.path.join(common.RESULTS, "tmp")
 
 def variant_settings(variant: str, n: int, d: int, m: int) -> dict:
     """A variant's Laplace rows and J from its '+'-joined tokens: 'default'; 'sub' (SUBSAMPLE rows) or 'sub<n>';
-    'auto' (J = cj.projection.auto_num_features(D, M)) or 'J<j>'."""
+    'subinit' (the full-data Newton fit started at the mode of a fit on SUBSAMPLE rows: the default's pi_hat
+    with fewer full passes); 'auto' (J = cj.projection.auto_num_features(D, M)) or 'J<j>'."""
     import coresets_jax as cj
 
-    subsample, num_features = None, J
+    subsample, num_features, start = None, J, None
     for token in variant.split("+"):
-        if token == "sub":
+        if token == "subinit":
+            start = SUBSAMPLE
+        elif token == "sub":
             subsample = SUBSAMPLE
         elif token.startswith("sub"):
             subsample = int(token[3:])
@@ -73,7 +78,8 @@ def variant_settings(variant: str, n: int, d: int, m: int) -> dict:
             num_features = int(token[1:])
         elif token != "default":
             raise ValueError(f"variant: unknown token {token!r} in {variant!r}")
-    return {"subsample": None if subsample is None or subsample >= n else subsample, "num_features": num_features}
+    return {"subsample": None if subsample is None or subsample >= n else subsample, "num_features": num_features,
+            "start_subsample": None if start is None or start >= n else start}
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -106,7 +112,10 @@ def child_main(argv=None) -> None:
     state = {}
 
     def laplace():
-        state["approx"] = cj.laplace(model, data, key=k_pi, subsample=settings["subsample"])
+        init = None
+        if settings.get("start_subsample"):  # Newton on all rows, started at a subsample's mode
+            init = cj.laplace(model, data, key=k_pi, subsample=settings["start_subsample"]).mean
+        state["approx"] = cj.laplace(model, data, key=k_pi, subsample=settings["subsample"], init=init)
         return state["approx"].mean
 
     def project():
@@ -145,7 +154,8 @@ def child_main(argv=None) -> None:
     cs, cert = state["cs"], state["cert"]
     out.update(points=int(cs.num_points), relative_error=float(cs.info.get("relative_error", np.nan)),
                omp_iterations=int(cs.info.get("iterations", -1)), kl=float(cert.kl), khat=float(cert.khat),
-               verdict=str(cert.verdict), laplace_mean=np.asarray(state["approx"].mean).tolist(),
+               verdict=str(cert.verdict), laplace_iterations=int(state["approx"].info["iterations"]),
+               laplace_mean=np.asarray(state["approx"].mean).tolist(),
                post_mean=np.asarray(state["post"].samples).reshape(-1, cfg["D"]).mean(0).tolist(),
                peak_rss_mb=common.peak_rss_mb(), process_s=time.perf_counter() - t_start)
     print("JSON" + json.dumps(common.jsonable(out)), flush=True)
