@@ -19,7 +19,7 @@ REFERENCE = os.path.join(DOCS, "reference")
 DIRECTIVE = re.compile(r"^::: (\S+)", re.M)
 sys.path[:0] = [DOCS, os.path.join(ROOT, "benchmarks")]
 import build  # noqa: E402  (docs/build.py)
-import tables  # noqa: E402  (benchmarks/tables.py)
+import tables  # noqa: E402  (docs/tables.py)
 
 DOCUMENTED_SUBMODULES = {"io", "progress", "registry"}
 
@@ -85,7 +85,7 @@ def test_every_directive_names_where_the_object_is_defined():
 
 
 def test_the_generated_tables_match_the_results_files():
-    assert tables.main(["--check"]) == 0, "run: python benchmarks/tables.py"
+    assert tables.main(["--check"]) == 0, "run: python docs/tables.py"
     listed = {}
     for path in tables.files():
         for m in tables.REGION.finditer(open(path, encoding="utf-8").read()):

@@ -5,9 +5,9 @@ benchmarks/README.md; NAME is one of `TABLES`. Each table is generated from one 
 a line saying what was measured where: the machine and date the JSON records, and, outside README.md, the
 commit it records (README.md carries no commit hashes).
 
-    python benchmarks/tables.py            # rewrite every region from the JSON files
-    python benchmarks/tables.py --check    # exit 1 if a committed region differs from what the JSON gives
-    python benchmarks/tables.py --list     # the tables, their JSON files, and where each region is
+    python docs/tables.py            # rewrite every region from the JSON files
+    python docs/tables.py --check    # exit 1 if a committed region differs from what the JSON gives
+    python docs/tables.py --list     # the tables, their JSON files, and where each region is
 
 Re-run it after a benchmark writes new results (e.g. `python benchmarks/models.py` rewrites
 results/models.json; the `models` table follows).
@@ -23,9 +23,10 @@ import re
 import sys
 from typing import Callable
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.abspath(__file__))       # docs/
 ROOT = os.path.dirname(HERE)
-RESULTS = os.path.join(HERE, "results")
+BENCHMARKS = os.path.join(ROOT, "benchmarks")
+RESULTS = os.path.join(BENCHMARKS, "results")
 REGION = re.compile(r"(<!-- table:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table:(?P=name) -->)", re.S)
 
 
@@ -172,7 +173,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
 
 
 def files() -> list[str]:
-    found = [os.path.join(ROOT, "README.md"), os.path.join(HERE, "README.md")]
+    found = [os.path.join(ROOT, "README.md"), os.path.join(BENCHMARKS, "README.md")]
     found += sorted(glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True))
     return [f for f in found if os.path.exists(f)]
 
@@ -214,7 +215,7 @@ def main(argv=None) -> int:
         return 0
     if args.check and stale:
         print("tables differ from benchmarks/results/*.json in: " + ", ".join(stale)
-              + "\nrun: python benchmarks/tables.py", file=sys.stderr)
+              + "\nrun: python docs/tables.py", file=sys.stderr)
         return 1
     if stale:
         print("rewrote tables in: " + ", ".join(stale))
