@@ -1,4 +1,13 @@
-"""Orthogonal pursuit with NNLS refit against NumPy + SciPy, its invariants, and the refit option."""
+"""Orthogonal pursuit with NNLS refit against NumPy + SciPy, its invariants, and the refit option; issue 34
+(part 3): the same answer for any row order, batch or sharding, and float32 no worse than a float64 NumPy
+reference (solvers/omp.py's module docstring)."""
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import textwrap
 
 import jax
 import jax.numpy as jnp
@@ -8,7 +17,8 @@ from hypothesis import given, settings, strategies as st
 from scipy.optimize import nnls
 
 import coresets_jax as cj
-from coresets_jax.solvers import ops
+from coresets_jax.solvers import make_problem, ops
+from coresets_jax.solvers.least_squares import dot_rows, residual_pair, two_prod
 
 
 def numpy_omp(V, M):
@@ -124,3 +134,201 @@ def test_refit_validates():
         cj.refit(V, "not a coreset")
     with pytest.raises(ValueError, match="V"):
         cj.refit(jnp.ones((5, 3)), cs.__class__(jnp.asarray([7, 0]), jnp.asarray([1.0, 0.0])))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Issue 34, part 3: a builder that gives the same answer everywhere. Errors are measured in float64 NumPy:
+# cj.relative_error in float32 has its own floor of ~eps sum_n w_n ||v_n|| / ||y|| (~5e-6 here).
+
+
+@functools.lru_cache(maxsize=None)
+def fisher_features(n, j, seed=0):
+    """Fisher features (HC Eq. 5.7) of synthetic logistic regression (HC section 7.2) around a Laplace pi_hat,
+    float32, as benchmarks/solvers.py --fidelity builds them."""
+    kd, kp, kt, kf = jax.random.split(jax.random.key(seed), 4)
+    ds = cj.data.synthetic_logistic(kd, n)
+    model = cj.models.logistic_regression()
+    approx = cj.laplace(model, ds.train, key=kp)
+    V = cj.project(model, ds.train, approx.sample(kt, j), norm="fisher", key=kf)
+    return np.asarray(V, np.float32)
+
+
+@functools.lru_cache(maxsize=None)
+def omp_solver(size, batched=False):
+    solve = cj.build_fn("omp", size)
+    return jax.jit(jax.vmap(solve, in_axes=(0, None)) if batched else solve)
+
+
+def dense64(n, indices, weights, rows=None):
+    """The weights as a dense float64 (N,) vector; `rows` maps the coreset's row numbers (a permutation)."""
+    idx = np.asarray(indices) if rows is None else rows[np.asarray(indices)]
+    out = np.zeros(n)
+    np.add.at(out, idx, np.asarray(weights, np.float64))
+    return out
+
+
+def error64(V, w):
+    """||y - V^T w|| / ||y||, y = sum_n v_n, in float64."""
+    V = np.asarray(V, np.float64)
+    y = V.sum(0)
+    return float(np.linalg.norm(y - w @ V) / np.linalg.norm(y))
+
+
+def numpy_omp_reselect(V, M):
+    """Orthogonal pursuit in float64 NumPy/SciPy as benchmarks/numpy_reference.py's `omp_nnls` runs it:
+    selection by normalised correlation with the residual, SciPy's exact NNLS on the support, rows whose
+    weight falls to 0 leave the support and may return, at most 2 M steps and M rows."""
+    y = V.sum(0)
+    sig = np.linalg.norm(V, axis=1)
+    sig = np.where(sig > 0, sig, np.inf)
+    support, w = [], np.zeros(0)
+    for _ in range(2 * M):
+        r = y - (w @ V[support] if support else 0.0)
+        scores = V @ r / sig
+        scores[support] = -np.inf
+        f = int(np.argmax(scores))
+        if scores[f] <= 64 * np.finfo(float).eps * np.linalg.norm(r) or len(support) >= M:
+            break
+        support.append(f)
+        w, _ = nnls(V[support].T, y, maxiter=100 * len(support) + 1000)
+        keep = w > 0
+        support, w = [s for s, k in zip(support, keep) if k], w[keep]
+    out = np.zeros(len(V))
+    out[support] = w
+    return out
+
+
+def test_compensated_products_are_exact_under_jit():
+    """The error-free transformations survive XLA's fusion (which contracts a * b + c into an FMA: Dekker's
+    TwoProduct broke there), and the compensated residual and dot products are accurate far below float32's
+    eps of the terms' magnitude."""
+    rng = np.random.default_rng(7)
+    a = (rng.normal(size=(40, 300)) * np.exp(3 * rng.normal(size=(40, 300)))).astype(np.float32)
+    x = (rng.uniform(size=40) * 1e3).astype(np.float32)
+    p, e = jax.jit(lambda x, a: two_prod(-x[:, None], a))(x, a)
+    exact = -x.astype(np.float64)[:, None] * a.astype(np.float64)
+    np.testing.assert_allclose(np.asarray(p, np.float64) + np.asarray(e, np.float64), exact, rtol=1e-13, atol=0)
+    y = (x.astype(np.float64) @ a + rng.normal(size=300) * 1e-3).astype(np.float32)  # heavy cancellation
+    hi, lo = jax.jit(residual_pair)(jnp.asarray(y), jnp.asarray(a), jnp.asarray(x))
+    want = y.astype(np.float64) - x.astype(np.float64) @ a.astype(np.float64)
+    got = np.asarray(hi, np.float64) + np.asarray(lo, np.float64)
+    scale = np.abs(x.astype(np.float64)) @ np.abs(a.astype(np.float64))
+    assert np.max(np.abs(got - want) / scale) < 1e-12  # plain float32: ~1e-7
+    d = np.asarray(jax.jit(dot_rows)(jnp.asarray(a), jnp.asarray(y)), np.float64)
+    want = a.astype(np.float64) @ y.astype(np.float64)
+    assert np.max(np.abs(d - want) / (np.abs(a.astype(np.float64)) @ np.abs(y.astype(np.float64)))) < 1e-7
+
+
+def test_target_is_correctly_rounded_whatever_the_row_order():
+    """make_problem's target is sum_n v_n rounded once (compensated sum), so every row order gives the same
+    bits; a plain float32 sum differs in ~80% of the coordinates on these features."""
+    V = fisher_features(2000, 100)
+    want = V.astype(np.float64).sum(0).astype(np.float32)
+    for seed in range(3):
+        perm = np.random.default_rng(seed).permutation(len(V))
+        np.testing.assert_array_equal(np.asarray(make_problem(jnp.asarray(V[perm])).target), want)
+
+
+def test_omp_error_does_not_depend_on_row_order():
+    """Issue 34: row permutation alone moved OMP's float32 error 3.6-9.6x. Now a permuted V gives the same
+    coreset (its rows mapped back), hence the same error."""
+    V = fisher_features(2000, 100)
+    solve = omp_solver(30)
+    cs = solve(jnp.asarray(V), jax.random.key(0))
+    w0 = dense64(len(V), cs.indices, cs.weights)
+    e0 = error64(V, w0)
+    assert e0 < 2e-4, e0
+    for seed in range(3):
+        perm = np.random.default_rng(seed).permutation(len(V))
+        cp = solve(jnp.asarray(V[perm]), jax.random.key(0))
+        w = dense64(len(V), cp.indices, cp.weights, rows=perm)
+        assert 1 / 1.1 <= error64(V, w) / e0 <= 1.1, (seed, error64(V, w), e0)
+        np.testing.assert_allclose(w, w0, rtol=1e-5, atol=0)
+
+
+@pytest.mark.slow
+def test_omp_vmapped_batch_equals_python_loop():
+    """Issue 34: a vmapped batch over four V's had 3.0x the loop's error. The step runs unbatched for each
+    element under vmap (`base.sequential_under_vmap`), so the batch gives the loop's weights bit for bit."""
+    V = fisher_features(2000, 100)
+    perms = [np.arange(len(V))] + [np.random.default_rng(seed).permutation(len(V)) for seed in range(3)]
+    Vs = np.stack([V[p] for p in perms])
+    batch = omp_solver(30, batched=True)(jnp.asarray(Vs), jax.random.key(0))
+    solve = omp_solver(30)
+    for i, p in enumerate(perms):
+        one = solve(jnp.asarray(Vs[i]), jax.random.key(0))
+        np.testing.assert_array_equal(np.asarray(batch.indices[i]), np.asarray(one.indices))
+        np.testing.assert_array_equal(np.asarray(batch.weights[i]), np.asarray(one.weights))
+        e_batch = error64(V, dense64(len(V), batch.indices[i], batch.weights[i], rows=p))
+        e_loop = error64(V, dense64(len(V), one.indices, one.weights, rows=p))
+        assert 1 / 1.1 <= e_batch / e_loop <= 1.1
+
+
+def test_float32_omp_no_worse_than_float64_numpy_omp():
+    """Issue 34: float32 OMP reached 1.3e-4 where the float64 references reach 1e-6 or below. Now float32 OMP
+    is no worse than two float64 NumPy/SciPy references on the same V (the float32 values): orthogonal
+    pursuit with re-selection (`numpy_omp_reselect`) and the reference library's plain form (`numpy_omp`,
+    M selections); measured, all three seeds' errors equal the first to 4 digits (2.5e-5, 3.6e-5, 8.9e-5)
+    and the second is 2.5-11x worse."""
+    solve = omp_solver(30)
+    for seed in (0, 1):
+        V = fisher_features(2000, 100, seed)
+        cs = solve(jnp.asarray(V), jax.random.key(0))
+        e32 = error64(V, dense64(len(V), cs.indices, cs.weights))
+        V64 = V.astype(np.float64)
+        e_reselect = error64(V, numpy_omp_reselect(V64, 30))
+        support, w = numpy_omp(V64, 30)
+        e_plain = error64(V, dense64(len(V), support, w))
+        assert e32 <= e_reselect * (1 + 1e-3), (seed, e32, e_reselect)
+        assert e32 <= e_plain * (1 + 1e-3), (seed, e32, e_plain)
+
+
+@pytest.mark.slow
+def test_omp_invariance_and_float32_at_the_issue_size():
+    """The issue's problem (logistic Fisher features, N = 5000, J = 200, M = 100), where float32 works at
+    ~4 eps32 relative error: row order still changes nothing, and float32 is within 1.5x of the float64
+    NumPy reference (measured 0.9-1.2x over four seeds; before the fix 1.3e-4, ~270x)."""
+    V = fisher_features(5000, 200)
+    solve = omp_solver(100)
+    cs = solve(jnp.asarray(V), jax.random.key(0))
+    w0 = dense64(len(V), cs.indices, cs.weights)
+    e0 = error64(V, w0)
+    for seed in range(2):
+        perm = np.random.default_rng(seed).permutation(len(V))
+        cp = solve(jnp.asarray(V[perm]), jax.random.key(0))
+        e = error64(V, dense64(len(V), cp.indices, cp.weights, rows=perm))
+        assert 1 / 1.1 <= e / e0 <= 1.1, (seed, e, e0)
+    e_ref = error64(V, numpy_omp_reselect(V.astype(np.float64), 100))
+    assert e0 <= 1.5 * e_ref, (e0, e_ref)
+
+
+SHARDED_SCRIPT = textwrap.dedent(r"""
+    import json, sys
+    import jax, jax.numpy as jnp, numpy as np
+    import coresets_jax as cj
+    assert jax.device_count() == 4
+    sys.path.insert(0, sys.argv[1])
+    from test_omp import dense64, error64, fisher_features
+    V = fisher_features(2000, 100)
+    solve = jax.jit(cj.build_fn("omp", 30))
+    Vs = cj.shard(jnp.asarray(V))
+    assert len(Vs.sharding.device_set) == 4
+    a, b = solve(jnp.asarray(V), jax.random.key(0)), solve(Vs, jax.random.key(0))
+    wa, wb = dense64(len(V), a.indices, a.weights), dense64(len(V), b.indices, b.weights)
+    print(json.dumps({"single": error64(V, wa), "sharded": error64(V, wb), "identical": bool(np.array_equal(wa, wb))}))
+""")
+
+
+@pytest.mark.slow
+def test_omp_sharded_equals_single_device():
+    """Issue 34: OMP on V sharded over a 4-device mesh had 1.5x the single-device error. The target is the
+    correctly rounded sum (`base.column_sum`: per-device compensated sums, gathered and added in order) and
+    the candidates are re-scored with compensated arithmetic, so the sharded run gives the same coreset."""
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    here = os.path.dirname(os.path.abspath(__file__))
+    proc = subprocess.run([sys.executable, "-c", SHARDED_SCRIPT, here], capture_output=True, text=True, env=env,
+                          cwd=os.path.dirname(here), timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert 1 / 1.1 <= r["sharded"] / r["single"] <= 1.1, r
+    assert r["identical"], r

@@ -9,18 +9,52 @@ selected again later, as in orthogonal pursuit (a fixed support that keeps dead 
 
 The support NNLS (default, exact_nnls=True) is Lawson & Hanson's: OMP's selection is its outer loop, and
 `least_squares.active_set_nnls` its inner loop, on a QR factorisation of the support rows that gains a column
-per step (CGS2) and loses columns by Givens rotations, with one step of iterative refinement per solve. It
-works on the rows, not on the Gram V_S V_S^T, whose condition number is the square (~1e30 for Fisher features,
-whose singular values span 1e15). Measured (benchmarks/solvers.py --fidelity; logistic Fisher features,
-N = 5000, J = 200, M = 100; relative error ||y - V^T w|| / ||y||): accelerated projected gradient on the Gram
-(exact_nnls=False, the previous default) 9.5e-4 in float64 and 2.5e-3 in float32; this default 2.8e-7 and
-8.0e-5; a plain NumPy OMP with SciPy's exact NNLS 3.7e-7. In float32 the floor is round-off in the residual,
-sqrt(J) eps32 sum_n w_n ||v_n|| / ||y|| = 5.5e-5 here.
+per step (CGS2) and loses columns by Givens rotations. It works on the rows, not on the Gram V_S V_S^T, whose
+condition number is the square (~1e30 for Fisher features, whose singular values span 1e15). The Gram route
+(exact_nnls=False, accelerated projected gradient, the previous default) reached 9.5e-4 in float64 and 2.5e-3
+in float32 on the problem below.
 
-Stopping: no row outside the support correlates positively with the residual above the rounding level (or
-its pivot in the QR is at round-off: it lies in the support's span), the error has not fallen by 1% in
-`patience` = 25 steps (in float32 the support can cycle at the round-off floor), or 2 * size steps. The best
-iterate seen is returned.
+The same answer everywhere (issue 34). Float32 OMP gave answers that depended on the row order (errors 3.6-9.6x
+apart), on batching (a vmapped batch 3.0x the loop's error) and on sharding (1.5x), and reached 1.3e-4 where
+float64 references reach ~5e-7. The cause: a good fit's residual y - V_S^T w is far smaller than the terms it
+cancels (sum_n w_n ||v_n|| ~ 40 ||y|| for Fisher features), so in float32 it was mostly rounding, and so were
+the weights refined from it, the selection (rows in the support's span scored on the residual's rounding, then
+were refused by their pivot, which stopped the run) and the stopping test. The path then followed anything
+that changes the rounding: the float32 target sum_n v_n (its rounding depends on the order, the shards and the
+batch), the matvec kernels (a batched matvec rounds otherwise), the row's position. Fixes:
+- the target is sum_n v_n correctly rounded (`base.column_sum`, compensated; same bits for any order, sharding
+  or batch);
+- the residual, the gradient V_S r and the weights are compensated: pairs (hi, lo) in the working dtype built
+  on error-free transformations (`least_squares`), so no float64 is needed and x64 may stay off; the least
+  squares is refined on the augmented system (Bjorck), which converges below the working precision where
+  refining the weights alone stops at eps kappa ||r|| (the stored Q spans V_S only to eps); the weights
+  returned are rounded along R (nearest plane), not one by one;
+- the 8 best candidates of the float32 pass are scored again with compensated dot products (the pass's own
+  rounding depends on the row's position, shard and batch kernel, and decides near-ties), and the first whose
+  pivot clears the round-off is taken; a refused row no longer stops the run;
+- under vmap each batch element runs the unbatched step (`base.sequential_under_vmap`), bit for bit a loop.
+The O(N J) pass over V stays one matvec in V's dtype per iteration; the compensated work is O(count J) per
+refinement step on the support rows. Measured (float32 V, logistic Fisher features, errors in float64; 3 seeds
+each; before -> after):
+- N = 2000, J = 100, M = 30: error 2.1e-4, 2.1e-4, 8.9e-5 -> 2.47e-5, 3.62e-5, 8.87e-5, equal to 4
+  digits to a float64 NumPy/SciPy OMP with re-selection (benchmarks/numpy_reference.py's `omp_nnls`), and
+  2.5-11x below the reference library's plain form (M selections, SciPy NNLS); 3 row permutations: errors
+  0.21-1.26x -> 1x (the same weights); vmapped batch of 4 / loop: 0.44-1.31x -> bit-identical; V sharded over
+  4 devices / single device: 0.35x -> bit-identical.
+- N = 5000, J = 200, M = 100 (the issue's problem, errors ~4 eps32): 3.2e-4, 1.7e-4, 1.6e-4 -> 4.6e-7, 6.0e-7,
+  5.8e-7, against 4.7e-7, 5.2e-7, 6.5e-7 for the float64 OMP with re-selection (0.89-1.16x) and 3.2e-7,
+  4.2e-7, 3.2e-7 for the plain form; permutations 0.17-1.56x -> 1x; batch / loop 0.43-3.46x -> identical;
+  sharded / single 1.11x, 1.40x -> identical.
+At that level float32 runs into its own resolution (candidates' pivots at 4 eps32, scores at eps32 ||r||), and
+its path parts from float64's at near-ties; each is then as good as the other within ~20%.
+Speed (N = 1e5, J = 500, M = 100, float32, one 2-core machine shared with other jobs, A/B alternating): one
+step at the same support costs 3-10% more CPU (the compensated work); a whole call runs 114 iterations to
+3.2e-6 (4.5 s) where the previous code stopped after 27 at 6.5e-4 (1.1 s), the same time per iteration;
+compilation takes ~1.5x longer.
+
+Stopping: no row outside the support correlates positively with the residual above eps ||r|| (compensated
+score), the error has not fallen by 1% in `patience` = 25 steps, or 2 * size steps. The best iterate seen is
+returned.
 
 One pass over V per iteration (the correlations); the support rows are gathered with `take_rows`, so the
 refit never touches V.
@@ -34,14 +68,20 @@ import jax
 import jax.numpy as jnp
 
 from ..core.validate import check_bool, check_nonneg_float, check_positive_int
-from .base import Problem, Solver, Support, matvec, support_empty, take_rows
-from .least_squares import QR, active_set_nnls, qr_append, qr_empty
+from .base import Problem, Solver, Support, matvec, sequential_under_vmap, support_empty, take_rows, top_k
+from .least_squares import (QR, active_set_nnls, dot_rows, qr_append, qr_empty, qr_pivots, residual_pair,
+                            round_nearest_plane)
 from .ops import nnls_gram
 
 __all__ = ["omp", "OMPState", "nnls_default_tol"]
 
 _PATIENCE = 25  # steps without a 1% fall of the error before OMP stops
 _PROGRESS = 0.01
+_REFINE = 8  # at most this many compensated refinement steps per least-squares solve
+_STEPS = 2  # at most _STEPS * size steps
+_CANDIDATES = 8  # candidates re-scored (compensated) and checked for their pivot per step (exact NNLS)
+_PIVOT = 4  # a new row needs a pivot above this many eps (relative to its norm)
+_FLOOR = 1  # selection floor on <r, v_n> / ||v_n||, in units of eps ||r|| (module docstring)
 
 
 def nnls_default_tol(dtype) -> float:
@@ -53,27 +93,43 @@ class OMPState(NamedTuple):
     """Iterate of OMP.
 
     The support holds rows with weight > 0 in slots [0, count) (compacted after every refit); chosen marks
-    them, so that none is selected twice while it is in use. gram and rhs cache V_S V_S^T and V_S y on the
-    slots; approx caches V_S^T w; kkt is the last NNLS optimality gap; qr factors V_S^T on the slots (exact NNLS
-    only). errors[t] is the squared relative error
-    after step t.
+    them, so that none is selected twice while it is in use; refused marks rows whose pivot was at round-off
+    (cleared when the support loses a row). gram and rhs cache V_S V_S^T and V_S y on the slots; the weights
+    are pairs support.weights + weights_lo, and resid + resid_lo is y - V_S^T w (compensated,
+    `least_squares`); kkt is the last NNLS optimality gap; qr factors V_S^T on the slots (exact NNLS only).
+    errors[t] is the squared relative error after step t. best (with best_lo and best_r, its R) is the best
+    iterate.
     """
 
     support: Support
     chosen: jax.Array
+    refused: jax.Array
     gram: jax.Array
     rhs: jax.Array
-    approx: jax.Array
+    weights_lo: jax.Array
+    resid: jax.Array
+    resid_lo: jax.Array
     errors: jax.Array
     kkt: jax.Array
     qr: QR
     idle: jax.Array
     stalled: jax.Array
     best: Support
+    best_lo: jax.Array
+    best_r: jax.Array
     best_error: jax.Array
     mark: jax.Array
     since: jax.Array
     iteration: jax.Array
+
+
+def _kkt(gram: jax.Array, rhs: jax.Array, x: jax.Array, mask: jax.Array) -> jax.Array:
+    """The NNLS optimality gap that `ops.nnls_gram` reports (Jacobi-scaled, relative to max |b|), for info."""
+    diag = jnp.diagonal(gram)
+    d = jnp.where((diag > 0) & mask, 1.0 / jnp.sqrt(jnp.where(diag > 0, diag, 1.0)), 0.0)
+    grad = d * (gram @ x - rhs)
+    viol = jnp.where(x > 0, jnp.abs(grad), jnp.maximum(-grad, 0.0)) * (d > 0)
+    return jnp.max(viol) / jnp.maximum(jnp.max(jnp.abs(rhs * d)), jnp.finfo(gram.dtype).tiny)
 
 
 def _compact(keep: jax.Array, *arrays_and_axes):
@@ -107,29 +163,66 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
         n, dim = problem.V.shape
         qr = qr_empty(dim, size, dtype) if exact_nnls else qr_empty(1, 1, dtype)
         one = jnp.ones((), dtype)
-        return OMPState(support_empty(size, dtype), jnp.zeros(n, bool), jnp.zeros((size, size), dtype),
-                        jnp.zeros(size, dtype), jnp.zeros_like(problem.target), jnp.ones(2 * size, dtype),
+        return OMPState(support_empty(size, dtype), jnp.zeros(n, bool), jnp.zeros(n, bool),
+                        jnp.zeros((size, size), dtype), jnp.zeros(size, dtype), jnp.zeros(size, dtype),
+                        problem.target, jnp.zeros_like(problem.target), jnp.ones(_STEPS * size, dtype),
                         jnp.zeros((), dtype), qr, jnp.asarray(0), jnp.asarray(False),
-                        support_empty(size, dtype), one, one, jnp.asarray(0), jnp.asarray(0))
+                        support_empty(size, dtype), jnp.zeros(size, dtype), jnp.zeros_like(qr.r), one, one,
+                        jnp.asarray(0), jnp.asarray(0))
 
     def step(problem: Problem, s: OMPState) -> OMPState:
         dtype = problem.target.dtype
         eps = jnp.finfo(dtype).eps
         tol = nnls_default_tol(dtype) if nnls_tol is None else nnls_tol
-        r = problem.target - s.approx
+        r = s.resid
         corr = matvec(problem, r).astype(dtype)
         scores = corr / jnp.where(problem.valid, problem.norms, 1.0)
-        scores = jnp.where(problem.valid & ~s.chosen, scores, -jnp.inf)
-        f = jnp.argmax(scores)
+        scores = jnp.where(problem.valid & ~s.chosen & ~s.refused, scores, -jnp.inf)
         t = s.support.count
         # a positive correlation above the rounding level of <r, v_n> / ||v_n||
-        floor = 64 * eps * jnp.linalg.norm(r)
-        add = (take_rows(scores, f) > floor) & (t < size)
-        qr = s.qr
-        if exact_nnls:  # a row in the span of the support (pivot at round-off) cannot lower the residual
-            appended, pivot = qr_append(s.qr, take_rows(problem.V, f).astype(dtype), problem.target)
-            add = add & (pivot > 64 * eps)
+        floor = _FLOOR * eps * jnp.linalg.norm(r)
+        qr, refused = s.qr, s.refused
+        if exact_nnls:
+            # a row in the span of the support (pivot at round-off) cannot lower the residual: of the best
+            # few candidates, take the first whose pivot is clear of round-off; those before it are refused
+            # until the support loses a row
+            best, cand = top_k(scores, min(_CANDIDATES, scores.shape[0]))
+            # the candidates' scores again, compensated (`dot_rows`): the pass's own rounding (~eps ||r||)
+            # depends on where a row sits in V, its shard and the batch, and decides near-ties
+            rows_c = take_rows(problem.V, cand).astype(dtype)
+            c = rows_c.shape[0]
+            both = dot_rows(jnp.concatenate([rows_c, rows_c]),  # <v_n, r> and ||v_n||^2 in one call
+                            jnp.concatenate([jnp.broadcast_to(r, rows_c.shape), rows_c]),
+                            jnp.concatenate([jnp.broadcast_to(s.resid_lo, rows_c.shape),
+                                             jnp.zeros_like(rows_c)]))
+            norm_c = jnp.sqrt(both[c:])
+            exact = both[:c] / jnp.where(norm_c > 0, norm_c, 1.0)
+            exact = jnp.where(jnp.isfinite(best) & (norm_c > 0), exact, -jnp.inf)
+            order = jnp.argsort(-exact, stable=True)
+            cand, rows_c, exact = cand[order], rows_c[order], exact[order]
+            above = exact > floor
+            thresh = _PIVOT * eps
+            appended, pivot = qr_append(s.qr, rows_c[0], problem.target)
+
+            def first_clear():  # the usual case: the best candidate is clear of the support's span
+                return above, jnp.asarray(0), jnp.asarray(True), appended
+
+            def next_clear():
+                clear = above & (qr_pivots(s.qr, rows_c) > thresh)
+                pick = jnp.argmax(clear)
+                return clear, pick, jnp.any(clear), qr_append(s.qr, rows_c[pick], problem.target)[0]
+
+            clear, pick, found, appended = jax.lax.cond(above[0] & (pivot > thresh), first_clear, next_clear)
+            f = cand[pick]
+            add = found & (t < size)
+            none_above = ~above[0]
+            ahead = jnp.arange(cand.shape[0]) < jnp.where(found, pick, cand.shape[0])
+            refused = refused.at[cand].set(take_rows(refused, cand) | (above & ahead & ~clear))
             qr = jax.tree.map(lambda new, old: jnp.where(add, new, old), appended, s.qr)
+        else:
+            f = jnp.argmax(scores)
+            add = (take_rows(scores, f) > floor) & (t < size)
+            none_above = ~add
         slot = jnp.minimum(t, size - 1)
         indices = jnp.where(add, s.support.indices.at[slot].set(f.astype(jnp.int32)), s.support.indices)
         count = t + add.astype(t.dtype)
@@ -140,41 +233,56 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
         rhs = jnp.where(add, s.rhs.at[slot].set(jnp.dot(rows[slot], problem.target)), s.rhs)
         if exact_nnls:  # Lawson-Hanson from the previous weights, the new coordinate at 0 (feasible)
             x0 = jnp.where(add, s.support.weights.at[slot].set(0.0), s.support.weights)
-            x, keep, qr = active_set_nnls(rows.T, problem.target, x0, qr)
+            x0_lo = jnp.where(add, s.weights_lo.at[slot].set(0.0), s.weights_lo)
+            x, x_lo, keep, qr, (resid, resid_lo) = active_set_nnls(rows.T, problem.target, x0, qr, x_lo=x0_lo,
+                                                                   refine=_REFINE, r0=(s.resid, s.resid_lo))
             keep = keep & active & (x > 0)
-            res = nnls_gram(gram, rhs, x, keep, 0, tol)  # zero iterations: only its KKT gap, for info
+            kkt = _kkt(gram, rhs, x, keep)
         else:  # warm start: previous weights plus the exact non-negative step on the new coordinate
             step0 = jnp.maximum(take_rows(corr, f), 0.0) / jnp.maximum(col[slot], jnp.finfo(dtype).tiny)
             x0 = jnp.where(add, s.support.weights.at[slot].set(step0), s.support.weights)
             res = nnls_gram(gram, rhs, x0, active, nnls_max_iter, tol)
             x = res.x
+            x_lo = jnp.zeros_like(x)
             keep = active & (x > 0)
+            kkt = res.kkt
+            resid, resid_lo = residual_pair(problem.target, rows, jnp.where(keep, x, 0.0))
         x = jnp.where(keep, x, 0.0)
-        approx = x @ rows
-        resid = problem.target - approx
+        x_lo = jnp.where(keep, x_lo, 0.0)
         err = jnp.dot(resid, resid) / jnp.maximum(jnp.dot(problem.target, problem.target), jnp.finfo(dtype).tiny)
         # rows whose weight fell to 0 leave the support (and may be selected again)
         chosen = s.chosen.at[f].set(take_rows(s.chosen, f) | add)
         chosen = chosen.at[indices].set(jnp.where(active & ~keep, False, take_rows(chosen, indices)))
-        indices, x, gram, rhs = _compact(keep, (indices, (0,)), (x, (0,)), (gram, (0, 1)), (rhs, (0,)))
+        refused = refused & ~jnp.any(active & ~keep)  # a smaller span: refused rows may be clear again
+        indices, x, x_lo, gram, rhs = _compact(keep, (indices, (0,)), (x, (0,)), (x_lo, (0,)), (gram, (0, 1)),
+                                               (rhs, (0,)))
         count = jnp.sum(keep).astype(t.dtype)
         idle = jnp.where(add, 0, s.idle + 1)
         support = Support(indices, x, count)
         better = err < s.best_error
-        best = jax.tree.map(lambda new, old: jnp.where(better, new, old), support, s.best)
+        best, best_lo, best_r = jax.tree.map(lambda new, old: jnp.where(better, new, old), (support, x_lo, qr.r),
+                                             (s.best, s.best_lo, s.best_r))
         progressed = err < (1 - _PROGRESS) ** 2 * s.mark  # err is squared
         mark = jnp.where(progressed, err, s.mark)
         since = jnp.where(progressed, 0, s.since + 1)
-        stalled = (~add & (exact_nnls | (res.kkt <= tol) | (idle >= 5))) | (since >= _PATIENCE)
-        return OMPState(support, chosen, gram, rhs, approx, s.errors.at[s.iteration].set(err), res.kkt, qr,
-                        idle, stalled, best, jnp.minimum(err, s.best_error), mark, since, s.iteration + 1)
+        if exact_nnls:  # no candidate above the floor (top candidates refused by their pivot: go on)
+            stalled = (~add & (none_above | (t >= size))) | (since >= _PATIENCE)
+        else:
+            stalled = (~add & ((res.kkt <= tol) | (idle >= 5))) | (since >= _PATIENCE)
+        return OMPState(support, chosen, refused, gram, rhs, x_lo, resid, resid_lo,
+                        s.errors.at[s.iteration].set(err), kkt, qr, idle, stalled, best, best_lo, best_r,
+                        jnp.minimum(err, s.best_error), mark, since, s.iteration + 1)
 
     def done(s: OMPState) -> jax.Array:
-        return s.stalled | (s.iteration >= 2 * size)
+        return s.stalled | (s.iteration >= _STEPS * size)
 
     def extract(s: OMPState):
         it = s.iteration
-        errors = jnp.where(jnp.arange(2 * size) < it, s.errors, s.errors[jnp.maximum(it - 1, 0)])
-        return s.best.indices, s.best.weights, {"errors": errors, "iterations": it, "nnls_kkt": s.kkt}
+        errors = jnp.where(jnp.arange(_STEPS * size) < it, s.errors, s.errors[jnp.maximum(it - 1, 0)])
+        weights = s.best.weights
+        if exact_nnls:  # the weights are pairs (hi, lo): round them by nearest plane on the support's R
+            weights = round_nearest_plane(s.best_r, weights, s.best_lo, s.best.count)
+        return s.best.indices, weights, {"errors": errors, "iterations": it, "nnls_kkt": s.kkt}
 
-    return Solver(init, step, done, extract)
+    # under vmap, each batch element runs the unbatched step (bit for bit a Python loop's result)
+    return Solver(init, sequential_under_vmap(step), done, sequential_under_vmap(extract))
