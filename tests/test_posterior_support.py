@@ -66,13 +66,13 @@ def test_subsample_start_fits_the_full_sum_from_subsampled_candidates():
 def test_coreset_reports_its_support_rows_and_checks_them():
     ds = cj.data.synthetic_logistic(jax.random.key(0), 600)
     model, data = cj.models.logistic_regression(), ds.train
-    opts = dict(num_iters=3, num_draws=10, max_burn=60, num_tries=2)
-    cs = cj.coreset(model, data, 10, "quasi_newton", key=jax.random.key(1), support_rows=200, **opts)
+    opts = dict(num_iters=3, num_draws=10, num_warmup=50, num_tries=2)
+    cs = cj.coreset(model, data, 10, "quasi_newton", key=jax.random.key(1), support="omp", support_rows=200, **opts)
     assert int(cs.info["support_rows"]) == 200 and cs.settings["support_rows"] == 200
     idx, w = np.asarray(cs.indices), np.asarray(cs.weights)
     assert np.all((idx >= 0) & (idx < 600)) and np.all(np.isfinite(w)) and w.sum() > 0
     with pytest.raises(ValueError, match="support_rows"):
-        cj.coreset(model, data, 10, "quasi_newton", support_rows=0, **opts)
+        cj.coreset(model, data, 10, "quasi_newton", support="omp", support_rows=0, **opts)
     with pytest.raises(ValueError, match="support_rows"):
         cj.coreset(model, data, 10, "giga", support_rows=200)
     with pytest.raises(ValueError, match="support_rows"):
