@@ -29,7 +29,9 @@ num_features=...)` with M = 300; coreset posterior: NUTS 2 x (500 + 1000). Trial
 
     python benchmarks/investigations/cold_path.py --profile [--sizes 500000 1000000] [--repeats 1]
     python benchmarks/investigations/cold_path.py --quality [--trials 2]
-Writes results/cold_path.json and .png (the profile) and results/cold_path_quality.json and .png.
+    python benchmarks/investigations/cold_path.py --certify       # compiled certify options at N = 5e5
+Writes results/cold_path.json and .png (the profile; --append earlier files for more repeats),
+results/cold_path_quality.json and .png, results/cold_path_certify.json.
 """
 
 from __future__ import annotations
@@ -164,6 +166,11 @@ def child_main(argv=None) -> None:
 def run_profile(args) -> dict:
     work = tempfile.mkdtemp(prefix="cold_path_")
     runs = []
+    for path in args.append or []:  # runs of an earlier invocation (another repeat): medians over all
+        with open(path) as f:
+            earlier = json.load(f)
+        runs.extend(dict(r, part=os.path.basename(path), part_commit=earlier["environment"]["git_commit"])
+                    for r in earlier["runs"])
     result = {"quick": bool(args.quick), "part": "profile", "D": D, "M": M, "J": J, "subsample": SUBSAMPLE,
               "variants": list(args.variants), "sizes": list(args.sizes), "runs": runs,
               "environment": common.environment(), "load_average_before": list(os.getloadavg()),
@@ -416,6 +423,42 @@ def _write_quality(result, args, show=False):
         print("wrote", path)
 
 
+def run_certify(args, n: int = 500_000, repeats: int = 3) -> dict:
+    """The certificate's cost at scale, compiled, in this process: the default (float64, all 2 x 400 draws)
+    against precision="float32" and against 200 evenly thinned draws (both existing options of cj.certify),
+    alternating (common.alternate), with each one's KL estimate."""
+    import jax
+    import coresets_jax as cj
+    import vs_peers
+
+    scope: dict = {}
+    exec(vs_peers.MODEL_CODE, scope)
+    X, y, _ = vs_peers.make_data("logistic", D, n)
+    model, data = cj.from_numpyro(scope["logistic"], jax.device_put(X), jax.device_put(y))
+    key = jax.random.key(0)
+    cs = cj.coreset(model, data, size=M, method="omp", key=key)
+    post = cj.sample(model, data, key, weights=cs, num_samples=400, num_warmup=400, num_chains=2, warn=False)
+    draws = post.samples
+    thinned = draws[:, ::4]
+    variants = {"float64, 800 draws": lambda: cj.certify(model, data, cs, draws).kl,
+                "float32, 800 draws": lambda: cj.certify(model, data, cs, draws, precision="float32").kl,
+                "float64, 200 draws": lambda: cj.certify(model, data, cs, thinned).kl}
+    times = common.alternate(variants, repeats, runs=True)
+    certs = {"float64, 800 draws": cj.certify(model, data, cs, draws),
+             "float32, 800 draws": cj.certify(model, data, cs, draws, precision="float32"),
+             "float64, 200 draws": cj.certify(model, data, cs, thinned)}
+    result = {"part": "certify", "N": n, "D": D, "M": M, "repeats": repeats, "quick": bool(args.quick),
+              "rows": [{"variant": k, "median_s": float(np.median(times[k])), "runs_s": times[k],
+                        "kl": float(c.kl), "kl_se": float(c.kl_se), "khat": float(c.khat), "verdict": str(c.verdict)}
+                       for k, c in certs.items()],
+              "environment": common.environment(), "load_average": list(os.getloadavg()),
+              "note": "compiled calls (one warm-up each), alternating; in-process"}
+    for r in result["rows"]:
+        print(json.dumps(r), flush=True)
+    common.write_json(result, args.out, common.stem("cold_path_certify" + args.tag, args.quick))
+    return result
+
+
 def main(argv=None, *, quick=None, out_dir=None) -> dict:
     def extra(p):
         p.add_argument("--profile", action="store_true")
@@ -425,6 +468,10 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
         p.add_argument("--repeats", type=int, default=1)
         p.add_argument("--problems", nargs="+", default=["logistic10_1e5", "poisson10_1e5", "biketrips_large"])
         p.add_argument("--tag", default="")
+        p.add_argument("--append", nargs="+", default=None, metavar="JSON",
+                       help="profile: keep the runs of these earlier result files (medians over all)")
+        p.add_argument("--certify", action="store_true",
+                       help="compiled cj.certify at N = 5e5: float64 / float32 / 200 thinned draws, alternating")
 
     args = common.resolve(argv, quick, out_dir, __doc__, extra)
     args.trials = args.trials or 2
@@ -432,6 +479,9 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
         args.sizes, args.variants = [20_000], ["default", "sub+auto"]
     variants = args.variants
     out = {}
+    if args.certify:
+        out["certify"] = run_certify(args)
+        return out
     if args.quality:
         args.variants = variants or list(QUALITY_VARIANTS)
         out["quality"] = run_quality(args)
