@@ -104,8 +104,10 @@ def _reduce(node: Node, size: int, method: _Method, key: Array) -> Node:
 
 def stream_coreset(model: Model, chunks: Any, size: int, thetas: Array, key: Array, *, norm: str = "fisher",
                    method: Any = "frank_wolfe", chunk_size: Optional[int] = None, dtype=None,
-                   checkpoint: Optional[str] = None, checkpoint_every: int = 1, **options) -> Coreset:
-    """A size-M coreset of a stream of data chunks by merge-reduce over a binary tree (LR §3.4).
+                   checkpoint: Optional[str] = None, checkpoint_every: int = 1, tol: Optional[float] = None,
+                   **options) -> Coreset:
+    """A size-M coreset of a stream of data chunks by merge-reduce over a binary tree (LR §3.4); with `tol`,
+    the smallest coreset whose certificate over the whole stream says KL(pi_w || pi) <= tol (`_stream_auto`).
 
     Args:
       model: the model (its log-likelihood is projected).
@@ -128,6 +130,11 @@ def stream_coreset(model: Model, chunks: Any, size: int, thetas: Array, key: Arr
         yield the same chunks again), and the result is the same as an uninterrupted run with the same key.
         A checkpoint from a run with other settings is refused. The file is removed when the run finishes.
       checkpoint_every: k, the chunks between checkpoints.
+      tol: nats. Build the stream's coreset at capacity `size` (the upper limit), then search sizes below it
+        as `cj.coreset(..., tol=...)` does: at each size the size-`size` coreset is reduced with `method`
+        (vector methods only), its posterior drawn by NUTS on the selected rows, and certified with one pass
+        over the stream (`cj.certify` on the chunks). The source must be readable again (a list of chunks or
+        an array source, not a one-shot generator). The result carries `certificate` and `info["path"]`.
       **options: solver options, as in `cj.build`.
 
     Returns:
@@ -138,6 +145,9 @@ def stream_coreset(model: Model, chunks: Any, size: int, thetas: Array, key: Arr
     """
     construction = resolve(method)
     key = _validate.check_key(key)
+    if tol is not None:
+        return _stream_auto(model, chunks, size, thetas, key, tol, construction, chunk_size=chunk_size, norm=norm,
+                            dtype=dtype, checkpoint=checkpoint, checkpoint_every=checkpoint_every, options=options)
     thetas = jnp.asarray(thetas)
     if thetas.ndim != 2 or thetas.shape[0] < 1:
         raise ValueError(f"thetas: expected shape (J, D) with J >= 1, got {thetas.shape}")
@@ -231,3 +241,51 @@ def stream_coreset(model: Model, chunks: Any, size: int, thetas: Array, key: Arr
     if checkpoint is not None and os.path.exists(checkpoint):
         os.remove(checkpoint)
     return Coreset(indices, weights, info, f"stream_{construction.name}")
+
+
+def _stream_auto(model, chunks, size, thetas, key, tol, construction, *, chunk_size, norm, dtype, checkpoint,
+                 checkpoint_every, options) -> Coreset:
+    """`stream_coreset(..., tol=...)`: one pass builds the size-`size` coreset; then the size search of
+    `construct.auto_size` reduces it (on its rows' projections, targeting their weighted sum, as a merge-reduce
+    node does), draws each candidate's posterior on the selected rows and certifies it over the stream."""
+    from .certification import certify
+    from .construct import auto_size
+    from .inference import sample
+
+    tol = _validate.check_positive_float(tol, "tol")
+    if construction.needs != "vectors":
+        raise ValueError(f"method: tol= searches sizes with a vector method; {construction.name!r} is posterior-driven")
+    if not is_sliceable(chunks) and iter(chunks) is chunks:
+        raise ValueError("chunks: tol= certifies each size tried with a pass over the whole stream, so the source "
+                         "must be readable again: a list of chunks or an array source, not a one-shot iterator")
+    big = stream_coreset(model, chunks, size, thetas, key, norm=norm, method=construction, chunk_size=chunk_size,
+                         dtype=dtype, checkpoint=checkpoint, checkpoint_every=checkpoint_every, **options)
+    live = np.flatnonzero(np.asarray(big.weights) > 0)
+    rows = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[live], big.info["data"])
+    V, w, global_idx = jnp.asarray(big.info["V"])[live], jnp.asarray(big.weights)[live], jnp.asarray(big.indices)[live]
+    node = Node(global_idx, w, V, rows)
+    n = int(big.info["num_rows"])
+    solver = _Method(construction, dict(options), model, None)
+
+    def build_at(m: int) -> Coreset:
+        """The size-m reduction of the stream's coreset, with global indices and `local` (its rows' positions)."""
+        reduced = _reduce(node, m, solver, jax.random.fold_in(key, 7919 + m))
+        weights = jnp.where(reduced.weights > 0, reduced.weights, 0.0)
+        local = jnp.argmax(reduced.indices[:, None] == global_idx[None, :], axis=1).astype(jnp.int32)
+        local = jnp.where(weights > 0, local, 0)
+        return Coreset(jnp.where(weights > 0, reduced.indices, 0), weights, {"local": local},
+                       f"stream_{construction.name}", {"N": n})
+
+    def draw(cs, k, init):
+        local = Coreset(cs.info["local"], cs.weights, {}, cs.method)
+        return sample(model, rows, k, weights=local, init=init, warn=False, **auto_size.SAMPLING)
+
+    def judge(cs, draws):
+        return certify(model, chunks, cs, draws, chunk_size=chunk_size)
+
+    dim = int(thetas.shape[1])
+    out = auto_size.auto_coreset(model, rows, n, tol, min(size, live.size), construction, jax.random.fold_in(key, 1),
+                                 build_at, draw=draw, judge=judge, dim=dim)
+    info = dict(out.info, num_rows=n, num_chunks=big.info["num_chunks"], stream_size=size)
+    info.pop("local", None)
+    return Coreset(out.indices, out.weights, info, out.method, out.settings, out.certificate)

@@ -97,3 +97,20 @@ def test_a_size_that_cannot_fit_is_refused_before_any_work(monkeypatch):
         cj.build(jnp.ones((3000, 500)), 2000, "omp")
     # With tol and no size, the default limit shrinks to what fits instead.
     assert auto_size.default_limit(3000) == 3000
+
+
+@pytest.mark.slow
+def test_streamed_auto_size_reaches_tol_by_the_exact_kl():
+    # A stream of 4 chunks: one pass builds the size-64 coreset, then each size tried is certified with a pass
+    # over the chunks (a list: readable again); a one-shot generator is refused.
+    model, data, kl = regression(n=4000, d=6)
+    chunks = [jax.tree_util.tree_map(lambda a: a[i:i + 1000], data) for i in range(0, 4000, 1000)]
+    thetas = cj.laplace(model, chunks[0]).sample(jax.random.key(1), 200)
+    cs = cj.stream_coreset(model, chunks, 64, thetas, jax.random.key(2), method="giga", tol=0.1)
+    assert cs.certificate.verdict in ("good", "usable") and cs.certificate.kl + 2 * cs.certificate.kl_se <= 0.1
+    assert kl(cs) <= 0.3, kl(cs)
+    assert [p["passed"] for p in cs.info["path"] if p["size"] < cs.capacity] == \
+        [False] * sum(p["size"] < cs.capacity for p in cs.info["path"])
+    assert int(cs.info["num_rows"]) == 4000 and np.all(np.asarray(cs.indices)[np.asarray(cs.weights) > 0] < 4000)
+    with pytest.raises(ValueError, match="readable again"):
+        cj.stream_coreset(model, iter(chunks), 64, thetas, jax.random.key(2), method="giga", tol=0.1)

@@ -67,29 +67,35 @@ def _sizes_between(lo: int, hi: int) -> Optional[int]:
 
 
 def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, construction: Construction,
-                 key: jax.Array, build_at, sample_kwargs: Optional[dict] = None) -> Coreset:
+                 key: jax.Array, build_at, sample_kwargs: Optional[dict] = None, draw=None, judge=None,
+                 dim: Optional[int] = None) -> Coreset:
     """The search (module docstring). `build_at(size) -> Coreset` builds the method's coreset at a size on the
-    shared projection (it checks the memory); `key` drives the draws."""
+    shared projection (it checks the memory); `key` drives the draws. `draw(cs, key, init) -> Posterior` and
+    `judge(cs, draws) -> Certificate` default to NUTS on `data` (`SAMPLING`) and `cj.certify` against `data`
+    (a stream passes its own: draws from the selected rows, certificates over the chunks)."""
     from ..certification import certify
     from ..inference import sample
 
     sampling = dict(SAMPLING, **(sample_kwargs or {}))
-    dim = None
+    if draw is None:
+        def draw(cs, k, init):
+            return sample(model, data, k, weights=cs, init=init, warn=False, **sampling)
+    if judge is None:
+        def judge(cs, draws):
+            return certify(model, data, cs, draws)
     path, tried = [], {}
     init = None
 
     def attempt(size: int):
-        nonlocal init, dim
+        nonlocal init
         t0 = time.perf_counter()
         cs = build_at(size)
         k = jax.random.fold_in(key, size)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the certificate judges the draws; the path reports them
-            post = sample(model, data, k, weights=cs, init=init, warn=False, **sampling)
-            cert = certify(model, data, cs, post.samples)
-        draws = np.asarray(post.samples)
-        init = draws[:, -1, :]
-        dim = draws.shape[-1]
+            post = draw(cs, k, init)
+            cert = judge(cs, post.samples)
+        init = np.asarray(post.samples)[:, -1, :]
         entry = {"size": size, "points": int(cs.num_points), "kl": float(cert.kl), "kl_se": float(cert.kl_se),
                  "khat": float(cert.khat), "verdict": cert.verdict, "passed": passes(cert, tol),
                  "seconds": time.perf_counter() - t0}
@@ -97,7 +103,7 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
         tried[size] = (cs.with_certificate(cert), post)
         return entry["passed"]
 
-    size = first_size(_dim(model, data), limit)
+    size = first_size(_dim(model, data) if dim is None else dim, limit)
     lo, hi = None, None
     while True:
         if attempt(size):
