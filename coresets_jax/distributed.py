@@ -94,8 +94,12 @@ def _merged_posterior(construction, model, data, size, num_shards, key, approx, 
     else:
         start = start_from(resolve_pi_hat(approx, model, data, k_pi), k_start)
     solve = coreset_fn(model, construction, size, **dict(construction.check_options(options)))
-    cs = jax.jit(jax.vmap(solve, in_axes=(0, 0, None, 0)))(jax.random.split(k_solve, num_shards), blocks,
-                                                         start, data_weights)
+    # One shard after another (lax.map), each the unbatched program: a vmapped run would step every shard's
+    # chains until the slowest finishes its trajectory, and batched linear algebra rounds differently, which
+    # MCMC then amplifies; run this way a shard's slots equal `cj.coreset_fn` run alone on its rows.
+    run = lambda args: solve(args[0], args[1], start, args[2])  # noqa: E731
+    cs = jax.jit(lambda keys, b, dw: jax.lax.map(run, (keys, b, dw)))(jax.random.split(k_solve, num_shards),
+                                                                       blocks, data_weights)
     if not bool(jnp.all(cs.info["finite"])):
         raise FloatingPointError(f"method {construction.name!r} produced non-finite weights")
     indices = cs.indices + (jnp.arange(num_shards) * rows)[:, None].astype(cs.indices.dtype)
@@ -132,8 +136,8 @@ def merged_coreset(V: Any, size: int, num_shards: Optional[int] = None, method: 
         runs its core with key `split(split(key, 3)[2], C)[c]` (the first two: pi_hat's fit and its start),
         so a shard's slots equal `cj.coreset_fn(...)` run alone on its rows (tests/posterior_plumbing.py).
       model, data, pi_hat: for posterior-driven methods, which need the model and the data instead of V
-        (pass V=None): each shard's rows get their own run of the method's pure core, all in one vmapped
-        call; pi_hat ("laplace", the default: a Laplace fit on all the data; "prior"; an (S, D) array of
+        (pass V=None): each shard's rows get their own run of the method's pure core, one after another
+        in one compiled call; pi_hat ("laplace", the default: a Laplace fit on all the data; "prior"; an (S, D) array of
         samples; or an object with `.sample`, as in `cj.coreset`) starts and preconditions the chains
         (methods that need no pi_hat, `Construction.uses_pi_hat` False, start from the model's zero theta
         unless it is given, as in `cj.coreset`).

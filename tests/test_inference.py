@@ -222,3 +222,19 @@ def test_importing_arviz_through_the_package_passes_on_no_future_warning():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "arviz"
+
+
+@pytest.mark.slow
+def test_float32_data_with_x64_enabled_samples_the_exact_posterior(gaussian):
+    # With x64 on, BlackJAX's NUTS keeps its proposal weight in float64, so a float32 chain state broke its
+    # lax.cond; cj.sample (and the NUTS inside the posterior-driven methods) run the chains in float64 then.
+    y32 = jnp.asarray(gaussian["y"], jnp.float32)
+    with jax.enable_x64(True):
+        post = cj.sample(gaussian["model"], y32, jax.random.key(3), num_samples=400, num_warmup=300, warn=False)
+        cs = cj.coreset(gaussian["model"], y32, 8, "quasi_newton", key=jax.random.key(4), num_iters=2,
+                        num_draws=10, max_burn=50)
+    assert post.samples.dtype == jnp.float64 and np.all(np.isfinite(np.asarray(cs.weights)))
+    mean, cov = gaussian["full"]
+    sd = np.sqrt(np.diag(np.asarray(cov)))
+    z = (np.asarray(post.samples).reshape(-1, D).mean(0) - np.asarray(mean)) / sd
+    assert np.max(np.abs(z)) < 0.5, z  # the posterior mean to within half an sd (ESS of several hundred)

@@ -267,7 +267,8 @@ SCHEMA: dict = {
               "coreset sizes M; auto: the smallest size whose certificate reaches tol (vector methods)"),
     "tol": (_positive_float, 0.1, "nats: the KL(pi_w || pi) an auto size must reach (cj.coreset(tol=...))"),
     "auto": (_list_or_empty(_choice(_methods), "method names"), ["omp"],
-             "methods also built at the size their certificate chooses (auto, for tol), beside the fixed sizes"),
+             "methods also built at the size their certificate chooses (auto, for tol), beside the fixed sizes; "
+             "[omp] when the config names no methods, else none unless listed"),
     "repeats": (_non_negative_int, 3, "timed calls after the first"),
     "seed": (_int, 0, "seed of the whole job"),
     "certify": (_bool, True, "certify each coreset (cj.certify) from one MCMC chain on it"),
@@ -315,6 +316,8 @@ def validate_config(user: Any, base: str) -> dict:
         config["methods"] = list(dict.fromkeys([config["method"], config["baseline"]]))
     config.pop("method")
     config.pop("baseline")
+    if user_keys & {"methods", "method", "baseline"} and "auto" not in user_keys:
+        config["auto"] = []  # a config that names its methods runs those only; the main job adds omp at auto size
     for method, opts in config["options"].items():
         if method not in config["methods"] and method not in config["auto"]:
             raise ConfigError(f"config.options.{method}: {method!r} is not in methods {config['methods']}")

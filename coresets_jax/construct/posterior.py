@@ -63,6 +63,8 @@ def coreset_fn(model: Model, method: Any, size: int, **options):
             raise ValueError(f"size: must be at most N = {n}")
         if start is None:
             start = default_start(model, data)
+        if jax.config.read("jax_enable_x64"):  # BlackJAX's NUTS needs a float64 state then (cj.sample)
+            start = Start(*(jnp.asarray(a, jnp.promote_types(jnp.result_type(a), jnp.float64)) for a in start))
         if data_weights is None:
             data_weights = jnp.ones(n, jnp.result_type(start.mean.dtype, jnp.float32))
         if initial is None:

@@ -177,6 +177,13 @@ def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str
         rows = jax.tree_util.tree_map(jnp.asarray, data)
 
     theta, given = _initial_theta(model, rows, num_chains, init)
+    # One float type for the chain state and the weights. With x64 on it is float64: BlackJAX's trajectory
+    # starts its proposal weight at a Python 0.0 (float64 then), so a float32 state gives its lax.cond
+    # branches different types. Float32 data stays float32.
+    dtype = jnp.promote_types(jnp.result_type(theta), jnp.result_type(w))
+    if jax.config.read("jax_enable_x64"):
+        dtype = jnp.promote_types(dtype, jnp.float64)
+    theta, w = jnp.asarray(theta, dtype), jnp.asarray(w, dtype)
     if given:
         try:
             jax.eval_shape(weighted_log_density(model, rows, w), theta[0])
