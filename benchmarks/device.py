@@ -33,9 +33,9 @@ import common  # noqa: E402
 
 FULL = {"pipeline_sizes": (1_000_000, 10_000_000), "J": 500, "M": 1000, "batched": (10_000, 100, 50, 100),
         "mcmc_N": 1_000_000, "mcmc_M": 100, "nuts_N": 100_000, "nuts_steps": 200}
-QUICK = {"pipeline_sizes": (20_000,), "J": 50, "M": 50, "batched": (1000, 20, 10, 4),
-         "mcmc_N": 5_000, "mcmc_M": 20, "mcmc_options": {"num_iters": 400, "max_hot_start": 200, "num_draws": 50},
-         "nuts_N": 2_000, "nuts_steps": 50}
+QUICK = {"pipeline_sizes": (5_000,), "J": 30, "M": 30, "batched": (500, 10, 8, 2),
+         "mcmc_N": 2_000, "mcmc_M": 10, "mcmc_options": {"num_iters": 100, "max_hot_start": 50, "num_draws": 20},
+         "nuts_N": 500, "nuts_steps": 30}
 PARTS = ("pipeline", "batched", "coreset_mcmc", "full_nuts")
 
 
