@@ -240,7 +240,7 @@ def _confusion(rows: list, flag) -> dict:
 
 
 def summarise(rows: list) -> dict:
-    from coresets_jax.certificate import verdict
+    from coresets_jax.certification.certificate import verdict
 
     out = {}
     mcmc = [r for r in rows if r["part"] == "mcmc" and "khat" in r]

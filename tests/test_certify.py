@@ -119,7 +119,7 @@ def test_corrected_mean_is_closer_to_the_exact_mean_in_9_of_10_seeds():
 
 
 def test_verdict_reads_khat_and_the_kl_estimate():
-    from coresets_jax.certificate import verdict
+    from coresets_jax.certification.certificate import verdict
 
     assert verdict(0.2, 0.01) == "good"
     assert verdict(0.6, 0.01) == verdict(0.2, 0.2) == "usable"

@@ -18,7 +18,7 @@ from scipy.special import ndtri
 from scipy.stats import rankdata
 
 import coresets_jax as cj
-from coresets_jax.certificate import FLAT_RATIOS, from_log_ratio
+from coresets_jax.certification.certificate import FLAT_RATIOS, from_log_ratio
 
 GAUSS = cj.models.gaussian_mean(2)
 

@@ -22,7 +22,7 @@ from typing import Any, Optional
 import jax
 import numpy as np
 
-from ..certificate import Certificate, from_log_ratio
+from .certificate import Certificate, from_log_ratio
 from ..core import Coreset, Model
 from ..core import checks as _checks
 from ..core import validate as _validate

@@ -20,9 +20,9 @@ import subprocess
 import sys
 from typing import Optional
 
-from . import job as _job
 from .config import EXIT_USAGE, SCHEMA, ConfigError, check_out, load_config, validate_config, _methods
-from .job import _environment, _log, run_job
+from .job import _environment, run_job
+from .log import log as _log, quiet as _set_quiet
 from .report import format_table
 
 __all__ = ["ConfigError", "format_table", "load_config", "main", "run_job", "validate_config"]
@@ -149,7 +149,7 @@ def main(argv: Optional[list] = None) -> int:
         if args.quiet:
             from .. import progress
             progress.enabled(False)
-            _job._quiet["on"] = True
+            _set_quiet(True)
         report = run_job(config, sample=args.sample, out=args.out)
         print(format_table(report))
         if args.out:
@@ -172,7 +172,7 @@ def main(argv: Optional[list] = None) -> int:
               " (set CORESETS_JAX_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
         return 1
     finally:
-        _job._quiet["on"] = False
+        _set_quiet(False)
 
 
 if __name__ == "__main__":

@@ -9,16 +9,9 @@ import time
 from typing import Optional
 
 from .config import MODELS, ConfigError
+from .log import log as _log
 
 __all__ = ["run_job"]
-
-_quiet = {"on": False}
-
-
-def _log(msg: str) -> None:
-    if not _quiet["on"]:
-        print(msg, file=sys.stderr, flush=True)
-
 
 def _construct(method: str, size, model, data, V, key, options: dict, approx=None, config=None):
     """One coreset by method name, as its registry entry declares: vector methods on V (`cj.build`),

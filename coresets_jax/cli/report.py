@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from .job import _log
+from .log import log as _log
 
 __all__ = ["format_table", "write_outputs"]
 
