@@ -180,5 +180,5 @@ def test_cold_start_quick(tmp_path):
     # fresh processes: an empty cache compiles, a warm one reads what an earlier process wrote
     assert s["coreset:giga|empty"]["compiles"] >= 3 and s["coreset:giga|empty"]["cache_hits"] == 0
     assert s["coreset:giga|warm"]["cache_hits"] >= 3
-    assert s["sample:nuts|warm"]["cache_hits"] >= 2 and s["numpyro"]["first_s"] > 0
+    assert s["numpyro"]["first_s"] > 0
     assert len(data["load_average_before"]) == 3
