@@ -132,9 +132,9 @@ MODEL_METHODS = ("uniform", "giga", "iht2", "omp", "omp+refine", "omp+refine_qn"
                  "quasi_newton")
 
 
-def table_models(with_commit: bool) -> str:
+def table_models(with_commit: bool, stem: str = "models") -> str:
     """Median z2 (the metric of benchmarks/models.py) per problem, M and method, from the JSON's "table"."""
-    data = _load("models")
+    data = _load(stem)
     table = data["table"]
     present = {m for e in table for m in e["median_z2"]}
     methods = [m for m in MODEL_METHODS if m in present]
@@ -158,7 +158,7 @@ def table_models(with_commit: bool) -> str:
     note = "; ".join(str(reductions[k]) for k in ("trials", "metric_draws") if k in reductions)
     lines += ["", "Median z2 over trials (lower is better; bold: the best in its row; a number in brackets: "
               "trials that finished, when fewer than 3)" + (f"; {note}" if note else "") + ". "
-              + provenance(data, "models", with_commit)]
+              + provenance(data, stem, with_commit)]
     return "\n".join(lines)
 
 
@@ -166,6 +166,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "cold_start": table_cold_start,
     "certify": table_certify,
     "models": table_models,
+    "models_published": lambda with_commit: table_models(with_commit, "models_published"),
 }
 
 
