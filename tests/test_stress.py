@@ -78,17 +78,6 @@ def test_every_method_over_40_random_shapes_in_one_process():
         assert r["peak_maps"] < 0.5 * r["limit"], r
 
 
-@pytest.mark.slow
-def test_mappings_stay_bounded_over_many_shapes():
-    """The cheaper CI twin: 24 shapes with two quick-to-compile methods and a budget of 8 executables (48
-    builds: the budget crossed 6 times over). Measured over 40 shapes with Frank-Wolfe, GIGA and importance
-    sampling: without the budget (CORESETS_JAX_COMPILED_BUDGET=10^6) the
-    package held 200 executables and the mappings grew by 12,200 over the run; with it, 8 and 470."""
-    r = run_stress(24, ["frank_wolfe", "giga"], budget=8, timeout=1200)
-    assert r["peak_live"] <= 9, r
-    assert r["peak_maps"] - r["start_maps"] < 4000, r
-
-
 def test_budget_clears_the_least_recently_used_function(monkeypatch):
     """compiled.jit: beyond BUDGET executables, whole caches of the least recently used functions are cleared
     (never the one just called), their mappings are released, and a cleared function still works."""

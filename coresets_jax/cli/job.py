@@ -175,7 +175,7 @@ def run_job(config: dict, sample: bool = False, out: Optional[str] = None) -> di
         if sample:
             report["sampling"] = _posterior_quality(config, model, data, draws, rows, key_full, test_data)
     if out is not None:
-        from .report import write_outputs  # imported late: matplotlib only when writing
+        from .report import write_outputs
         report["files"] = write_outputs(out, report, model, data, dataset, coresets, approx, config)
     return report
 
