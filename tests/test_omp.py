@@ -175,27 +175,16 @@ def error64(V, w):
 
 
 def numpy_omp_reselect(V, M):
-    """Orthogonal pursuit in float64 NumPy/SciPy as benchmarks/numpy_reference.py's `omp_nnls` runs it:
-    selection by normalised correlation with the residual, SciPy's exact NNLS on the support, rows whose
-    weight falls to 0 leave the support and may return, at most 2 M steps and M rows."""
-    y = V.sum(0)
-    sig = np.linalg.norm(V, axis=1)
-    sig = np.where(sig > 0, sig, np.inf)
-    support, w = [], np.zeros(0)
-    for _ in range(2 * M):
-        r = y - (w @ V[support] if support else 0.0)
-        scores = V @ r / sig
-        scores[support] = -np.inf
-        f = int(np.argmax(scores))
-        if scores[f] <= 64 * np.finfo(float).eps * np.linalg.norm(r) or len(support) >= M:
-            break
-        support.append(f)
-        w, _ = nnls(V[support].T, y, maxiter=100 * len(support) + 1000)
-        keep = w > 0
-        support, w = [s for s, k in zip(support, keep) if k], w[keep]
-    out = np.zeros(len(V))
-    out[support] = w
-    return out
+    """Orthogonal pursuit in float64 NumPy/SciPy: benchmarks/numpy_reference.py's `omp_nnls` (selection by
+    normalised correlation with the residual, SciPy's exact NNLS on the support, rows whose weight falls to
+    0 leave the support and may return, at most 2 M steps and M rows)."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+    from numpy_reference import omp_nnls
+
+    return omp_nnls(V, V.sum(0), M)
 
 
 def test_compensated_products_are_exact_under_jit():
