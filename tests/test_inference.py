@@ -238,3 +238,22 @@ def test_float32_data_with_x64_enabled_samples_the_exact_posterior(gaussian):
     sd = np.sqrt(np.diag(np.asarray(cov)))
     z = (np.asarray(post.samples).reshape(-1, D).mean(0) - np.asarray(mean)) / sd
     assert np.max(np.abs(z)) < 0.5, z  # the posterior mean to within half an sd (ESS of several hundred)
+
+
+def test_coreset_chains_run_in_float64_where_float32_rounding_would_stall_them():
+    # Two rows x = +a and x = -a of weight W each under a unit-variance Gaussian likelihood: their terms
+    # -W (x - theta)^2 / 2 are ~1e10 and cancel to a posterior N(0, 1 / (2 W + 1)). In float32 the energy's
+    # rounding (~1e3 nats) would decide every NUTS acceptance; the coreset's chains run in float64 (x64 off
+    # here), so they sample the exact posterior in a few leapfrog steps, and the draws come back in float32.
+    a, w = 100.0, 1e6
+    model = cj.Model(lambda theta, x: -0.5 * jnp.sum((x - theta) ** 2), lambda theta: -0.5 * jnp.sum(theta ** 2),
+                     dim=1)
+    x = jnp.asarray([[a], [-a], [0.0], [1.0]], jnp.float32)
+    cs = cj.Coreset(jnp.asarray([0, 1]), jnp.asarray([w, w], jnp.float32), method="given")
+    assert not jax.config.read("jax_enable_x64")
+    post = cj.sample(model, x, jax.random.key(0), weights=cs, num_samples=500, num_warmup=300, warn=False)
+    draws = np.asarray(post.samples, np.float64).ravel()
+    sd = 1.0 / np.sqrt(2 * w + 1)
+    assert post.samples.dtype == jnp.float32
+    assert abs(draws.mean()) < 0.2 * sd and abs(draws.std() / sd - 1) < 0.15, (draws.mean() / sd, draws.std() / sd)
+    assert float(np.mean(np.asarray(post.stats.num_integration_steps))) < 15

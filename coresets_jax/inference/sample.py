@@ -8,6 +8,7 @@ counts, settings); a new coreset of the same capacity reuses it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import time
@@ -121,6 +122,81 @@ def _initial_theta(model, rows, num_chains, init):
     return theta0, False
 
 
+def _chain_precision(weights):
+    """float64 for the chains on a coreset (weights given), whatever jax_enable_x64 says; else no change.
+
+    A coreset's weights reach 1e5-1e6 (OMP gives rows far from the decision boundary, whose gradients are
+    tiny, weights of ~N), so the weighted gradient sum_m w_m grad log p(x_m | theta) cancels terms far larger
+    than itself, and in float32 its rounding is a rough, stiff force: NUTS then adapts a tiny step and runs
+    to its tree-depth cap. Measured on the logistic regression of benchmarks/vs_peers.py (N = 5e5, D = 10,
+    OMP M = 100, 98 rows, weights up to 9e5), 2 x (400 + 400) NUTS: float32 1023 leapfrog steps per draw,
+    step 4e-4-1e-3, 7.3-7.5 s per call; float64 6.6-7.0 steps, step 0.39-0.44, 0.1-0.3 s, with the same
+    posterior sd (benchmarks/investigations/float32_chains.py). On M rows the float64 work is negligible.
+    The full data (weights=None) keeps its dtype: there w = 1 and nothing cancels at that scale. The draws
+    come back in float32, as before, unless x64 is on.
+
+    Returns (context, dtype of the results: None to keep the chains' own).
+    """
+    if weights is None or jax.config.read("jax_enable_x64"):
+        return contextlib.nullcontext(), None
+    return jax.enable_x64(True), jnp.float32
+
+
+def _to_dtype(tree, dtype):
+    """Cast the floating leaves of `tree` to `dtype` (the chains' float64 back to the data's float32)."""
+    return jax.tree_util.tree_map(
+        lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) and x.dtype != dtype else x, tree)
+
+
+def _run_chains(model, rows, w, key, method, num_samples, num_warmup, num_chains, thin, init, warn, settings,
+                out_dtype):
+    """Starting points, warm-up and sampling on (rows, w); returns the draws, stats, R-hat, ESS and timings."""
+    theta, given = _initial_theta(model, rows, num_chains, init)
+    # One float type for the chain state and the weights. With x64 on it is float64: BlackJAX's trajectory
+    # starts its proposal weight at a Python 0.0 (float64 then), so a float32 state gives its lax.cond
+    # branches different types. Float32 data stays float32.
+    dtype = jnp.promote_types(jnp.result_type(theta), jnp.result_type(w))
+    if jax.config.read("jax_enable_x64"):
+        dtype = jnp.promote_types(dtype, jnp.float64)
+    theta, w = jnp.asarray(theta, dtype), jnp.asarray(w, dtype)
+    if given:
+        try:
+            jax.eval_shape(weighted_log_density(model, rows, w), theta[0])
+        except (TypeError, ValueError, IndexError) as err:
+            raise ValueError(f"init: the model cannot evaluate a theta of shape ({theta.shape[1]},): "
+                             f"{err}") from err
+    t0 = time.perf_counter()
+    fast = w.shape[0] * theta.shape[-1] ** 2 <= FAST_INIT_WORK
+    k_run, init_positions, init_cov, start_ok, fit_ok = _compiled_init(model, num_chains, given, fast)(
+        key, rows, w, theta)
+    if not bool(start_ok):
+        raise ValueError("init: the weighted log density is not finite at the starting point(s)")
+    if warn and not bool(fit_ok):  # never silent: the chains then start with an uninformed mass matrix
+        warnings.warn("sample: the Laplace fit of the posterior failed (not finite, or its Hessian not positive "
+                      "definite at the point found: a saddle or a flat direction); the chains start at "
+                      + ("init" if given else "the model's starting theta") + " with an identity covariance, "
+                      "which warm-up then adapts; pass init= near the posterior mass for a better start",
+                      RuntimeWarning, stacklevel=3)
+    init_time = time.perf_counter() - t0
+
+    run = _compiled(model, method, num_samples, num_warmup, num_chains, thin,
+                    tuple(sorted(settings.items())), _progress.is_enabled())
+    before = trace_count()
+    t0 = time.perf_counter()
+    samples, stats, finite = run(k_run, rows, w, init_positions, init_cov)
+    samples = jax.block_until_ready(samples)
+    wall_time = time.perf_counter() - t0
+    compiled = trace_count() > before
+    if not bool(finite):
+        raise FloatingPointError(f"method {method!r} produced non-finite samples; check the model's "
+                                 "log density, or try another method or init")
+    if num_samples >= 4:
+        rhat, ess = diagnostics(samples, num_chains > 1)
+    else:
+        rhat = ess = jnp.asarray(np.full(samples.shape[-1], np.nan, samples.dtype))
+    if out_dtype is not None:
+        samples, stats, rhat, ess = _to_dtype((samples, stats, rhat, ess), out_dtype)
+    return samples, stats, rhat, ess, wall_time, init_time, compiled
 
 
 def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str = "nuts",
@@ -134,7 +210,9 @@ def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str
       key: PRNG key.
       weights: None (full data, w = 1), a `Coreset` (its fixed-capacity `indices`/`weights` are gathered;
         padding has weight 0, so a new coreset of the same capacity reuses the compiled sampler), or a
-        dense non-negative (N,) array (its non-zero rows are gathered, padded to a power of two).
+        dense non-negative (N,) array (its non-zero rows are gathered, padded to a power of two). On a
+        coreset the chains run in float64 even with x64 off (its large weights make float32 gradients too
+        rough for NUTS) and the draws come back in the data's float32.
       method: "nuts" | "hmc" | "mala" | "rwmh" (or any kernel added with `kernels.register_kernel`). The
         posterior-driven constructions call the same choice `kernel=`: there it is one of a construction's
         options, here an argument of this public function, kept as the public API names it.
@@ -176,49 +254,12 @@ def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str
         w = jnp.asarray(np.ones(n, jnp.promote_types(jnp.result_type(leaf), jnp.float32)))
         rows = jax.tree_util.tree_map(jnp.asarray, data)
 
-    theta, given = _initial_theta(model, rows, num_chains, init)
-    # One float type for the chain state and the weights. With x64 on it is float64: BlackJAX's trajectory
-    # starts its proposal weight at a Python 0.0 (float64 then), so a float32 state gives its lax.cond
-    # branches different types. Float32 data stays float32.
-    dtype = jnp.promote_types(jnp.result_type(theta), jnp.result_type(w))
-    if jax.config.read("jax_enable_x64"):
-        dtype = jnp.promote_types(dtype, jnp.float64)
-    theta, w = jnp.asarray(theta, dtype), jnp.asarray(w, dtype)
-    if given:
-        try:
-            jax.eval_shape(weighted_log_density(model, rows, w), theta[0])
-        except (TypeError, ValueError, IndexError) as err:
-            raise ValueError(f"init: the model cannot evaluate a theta of shape ({theta.shape[1]},): "
-                             f"{err}") from err
-    t0 = time.perf_counter()
-    fast = w.shape[0] * theta.shape[-1] ** 2 <= FAST_INIT_WORK
-    k_run, init_positions, init_cov, start_ok, fit_ok = _compiled_init(model, num_chains, given, fast)(
-        key, rows, w, theta)
-    if not bool(start_ok):
-        raise ValueError("init: the weighted log density is not finite at the starting point(s)")
-    if warn and not bool(fit_ok):  # never silent: the chains then start with an uninformed mass matrix
-        warnings.warn("sample: the Laplace fit of the posterior failed (not finite, or its Hessian not positive "
-                      "definite at the point found: a saddle or a flat direction); the chains start at "
-                      + ("init" if given else "the model's starting theta") + " with an identity covariance, "
-                      "which warm-up then adapts; pass init= near the posterior mass for a better start",
-                      RuntimeWarning, stacklevel=2)
-    init_time = time.perf_counter() - t0
-
-    run = _compiled(model, method, num_samples, num_warmup, num_chains, thin,
-                    tuple(sorted(settings.items())), _progress.is_enabled())
-    before = trace_count()
-    t0 = time.perf_counter()
-    samples, stats, finite = run(k_run, rows, w, init_positions, init_cov)
-    samples = jax.block_until_ready(samples)
-    wall_time = time.perf_counter() - t0
-    compiled = trace_count() > before
-    if not bool(finite):
-        raise FloatingPointError(f"method {method!r} produced non-finite samples; check the model's "
-                                 "log density, or try another method or init")
-    if num_samples >= 4:
-        rhat, ess = diagnostics(samples, num_chains > 1)
-    else:
-        rhat = ess = jnp.asarray(np.full(samples.shape[-1], np.nan, samples.dtype))
+    # A coreset's chains run in float64 (`_chain_precision`): only its M gathered rows are evaluated.
+    precision, out_dtype = _chain_precision(weights)
+    with precision:
+        samples, stats, rhat, ess, wall_time, init_time, compiled = _run_chains(
+            model, rows, w, key, method, num_samples, num_warmup, num_chains, thin, init, warn, settings,
+            out_dtype)
     post = Posterior(samples, stats.acceptance_rate, stats.num_divergent, stats.step_size, rhat, ess,
                      wall_time, init_time, compiled, method, num_warmup, thin, stats, model)
     if warn:
