@@ -94,6 +94,9 @@ def newton(f, data, weights, theta0: Array, max_iter: int, tol: float):
             stop, lambda: (s.theta, s.step_norm, s.iteration), lambda: newton_step(s, value, grad, hess))
         return NewtonState(theta, value, grad, hess, step, iteration, stop)
 
+    # Run in the objective's dtype where it is wider than theta0's: with x64 on, float32 data and a float32
+    # start, a model whose constants are float64 (NumPyro's, under x64) returns float64 values.
+    theta0 = theta0.astype(jnp.promote_types(theta0.dtype, jax.eval_shape(f, theta0, data, weights).dtype))
     d = theta0.shape[0]
     nan = jnp.asarray(jnp.nan, theta0.dtype)
     init = NewtonState(theta0, nan, jnp.full((d,), nan), jnp.full((d, d), nan),

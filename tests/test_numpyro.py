@@ -159,3 +159,27 @@ def test_halfnormal_posterior_matches_numpyro_nuts():
         se = np.sqrt(a.var() / a.size + b.var() / b.size) * 2
         assert abs(a.mean() - b.mean()) < 4 * se, site
         assert abs(a.std() - b.std()) < 0.1 * b.std(), site
+
+
+def test_laplace_from_a_float32_start_under_x64_finds_the_mode_of_a_numpyro_model():
+    # Under x64, a NumPyro model's log density of float32 data is float64 (its constants are), so Newton's
+    # loop carried a float32 theta into float64 values and failed to trace (it broke cj.refine's start).
+    # The fit now runs in the objective's dtype; its mode has a zero gradient, checked in NumPy.
+    import numpyro
+    import numpyro.distributions as dist
+
+    def logistic(X, y=None):
+        theta = numpyro.sample("theta", dist.Normal(jnp.zeros(X.shape[1]), 1.0).to_event(1))
+        with numpyro.plate("N", X.shape[0]):
+            numpyro.sample("obs", dist.Bernoulli(logits=X @ theta), obs=y)
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 3)).astype(np.float32)
+    y = (rng.random(200) < 1 / (1 + np.exp(-X @ np.array([1.0, -1.0, 0.5])))).astype(np.float32)
+    model, data = cj.from_numpyro(logistic, X, y)
+    with jax.enable_x64(True):
+        fit = cj.laplace_fn(model)(data, jnp.zeros(3, jnp.float32))
+    mode = np.asarray(fit.mean, np.float64)
+    Xd = X.astype(np.float64)
+    grad = Xd.T @ (y - 1 / (1 + np.exp(-Xd @ mode))) - mode  # d/dtheta of the log joint, prior N(0, I)
+    assert bool(fit.info["converged"]) and np.max(np.abs(grad)) < 1e-6, grad
