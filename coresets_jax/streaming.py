@@ -277,7 +277,8 @@ def _stream_auto(model, chunks, size, thetas, key, tol, construction, *, chunk_s
                        f"stream_{construction.name}", {"N": n})
 
     def draw(cs, k, init):
-        local = Coreset(cs.info["local"], cs.weights, {}, cs.method)
+        local = cs.info["local"]  # the search may pad the slots (weight 0) to a shared capacity
+        local = Coreset(jnp.pad(local, (0, cs.capacity - local.shape[0])), cs.weights, {}, cs.method)
         return sample(model, rows, k, weights=local, init=init, warn=False, **auto_size.SAMPLING)
 
     def judge(cs, draws):

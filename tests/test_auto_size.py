@@ -43,9 +43,13 @@ def regression(n=5000, d=8):
 def test_auto_size_reaches_tol_by_the_exact_kl_and_the_size_before_did_not():
     model, data, kl = regression()
     tol = 0.1
+    traced = cj.inference.trace_count()
     cs = cj.coreset(model, data, key=jax.random.key(1), tol=tol, method="giga")
     path = cs.info["path"]
     sizes = [p["size"] for p in path]
+    # one compiled sampler per shared capacity (sizes up to 4 M_0 draw on 64 slots), not one per size
+    shared = {auto_size._shared_capacity(s, sizes[0]) for s in sizes}
+    assert cj.inference.trace_count() - traced == len(shared) < len(sizes), (sizes, shared)
     # geometric from the power of two at or above max(16, D + 1), then one size between the last two
     assert sizes[0] == 16 and all(b == 2 * a for a, b in zip(sizes, sizes[1:]) if b > a)
     assert len(sizes) >= 2, path  # GIGA's 16 points are above the tolerance: a real search
@@ -114,3 +118,17 @@ def test_streamed_auto_size_reaches_tol_by_the_exact_kl():
     assert int(cs.info["num_rows"]) == 4000 and np.all(np.asarray(cs.indices)[np.asarray(cs.weights) > 0] < 4000)
     with pytest.raises(ValueError, match="readable again"):
         cj.stream_coreset(model, iter(chunks), 64, thetas, jax.random.key(2), method="giga", tol=0.1)
+
+
+def test_padding_a_coreset_leaves_its_certificate_unchanged():
+    # The size search draws and certifies each size on slots padded to a shared capacity; padding (row 0,
+    # weight 0) must add exactly nothing to the coreset's log density, so the certificate is the same.
+    model, y = gaussian()
+    cs = cj.coreset(model, y, 16, "giga", key=jax.random.key(0))
+    draws = cj.sample(model, y, jax.random.key(1), weights=cs, num_samples=300, num_warmup=200, warn=False).samples
+    wide = auto_size.padded(cs, 64)
+    assert wide.capacity == 64 and wide.num_points == cs.num_points
+    assert np.all(np.asarray(wide.weights)[16:] == 0) and np.all(np.asarray(wide.indices)[16:] == 0)
+    plain, padded = cj.certify(model, y, cs, draws), cj.certify(model, y, wide, draws)
+    np.testing.assert_allclose([padded.kl, padded.khat], [plain.kl, plain.khat], rtol=1e-5, atol=1e-9)
+    assert padded.verdict == plain.verdict

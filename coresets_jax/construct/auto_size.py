@@ -32,6 +32,7 @@ import warnings
 from typing import Any, Optional
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..core import Coreset, Model
@@ -43,6 +44,7 @@ FIRST_SIZE = 16          # the smallest size tried (raised to D + 1)
 DEFAULT_LIMIT = 4096     # the default largest size (benchmarks/auto_size.py)
 Z = 2.0                  # standard errors added to the KL estimate before comparing with tol
 SAMPLING = dict(method="nuts", num_samples=500, num_warmup=500, num_chains=2)
+SHARED = 4               # sizes up to SHARED x M_0 draw and certify on one shared capacity
 
 
 def first_size(dim: int, limit: int) -> int:
@@ -58,6 +60,23 @@ def default_limit(n: int) -> int:
 def passes(cert, tol: float) -> bool:
     """The certificate is trustworthy and its KL estimate, plus Z standard errors, is at most tol."""
     return cert.verdict in ("good", "usable") and float(cert.kl) + Z * float(cert.kl_se) <= tol
+
+
+def _shared_capacity(capacity: int, first: int) -> int:
+    """The slots a size's draws and certificate use: the power of two at or above max(capacity, SHARED x
+    first), so that the sizes up to SHARED x M_0 (the usual path, e.g. 16, 32, 64, 45) share one compiled
+    sampler and one compiled certificate; larger sizes get their own power of two."""
+    return 1 << int(math.ceil(math.log2(max(capacity, SHARED * first))))
+
+
+def padded(cs: Coreset, capacity: int) -> Coreset:
+    """`cs` with its slots extended to `capacity` by padding (row 0, weight 0)."""
+    extra = capacity - cs.capacity
+    if extra <= 0:
+        return cs
+    indices = jnp.concatenate([jnp.asarray(cs.indices), jnp.zeros(extra, jnp.asarray(cs.indices).dtype)])
+    weights = jnp.concatenate([jnp.asarray(cs.weights), jnp.zeros(extra, jnp.asarray(cs.weights).dtype)])
+    return Coreset(indices, weights, cs.info, cs.method, cs.settings, cs.certificate)
 
 
 def _sizes_between(lo: int, hi: int) -> Optional[int]:
@@ -91,10 +110,13 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
         t0 = time.perf_counter()
         cs = build_at(size)
         k = jax.random.fold_in(key, size)
+        # Draws and certificate on slots padded to a shared capacity: one compiled sampler and certificate
+        # for the first sizes, not one per size (padding has weight 0 and adds exactly 0 to the density).
+        shared = padded(cs, min(max(n, cs.capacity), _shared_capacity(cs.capacity, first)))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the certificate judges the draws; the path reports them
-            post = draw(cs, k, init)
-            cert = judge(cs, post.samples)
+            post = draw(shared, k, init)
+            cert = judge(shared, post.samples)
         init = np.asarray(post.samples)[:, -1, :]
         entry = {"size": size, "points": int(cs.num_points), "kl": float(cert.kl), "kl_se": float(cert.kl_se),
                  "khat": float(cert.khat), "verdict": cert.verdict, "passed": passes(cert, tol),
@@ -103,7 +125,7 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
         tried[size] = (cs.with_certificate(cert), post)
         return entry["passed"]
 
-    size = first_size(_dim(model, data) if dim is None else dim, limit)
+    size = first = first_size(_dim(model, data) if dim is None else dim, limit)
     lo, hi = None, None
     while True:
         if attempt(size):
