@@ -37,7 +37,7 @@ import numpy as np
 from .core import compiled
 from .core.rows import inverse_cdf, take_rows
 from .core.validate import check_float
-from .sharding import input_mesh
+from .core.mesh import input_mesh
 
 __all__ = ["AUTO_METHODS", "Compressed", "auto_compress", "compress"]
 

@@ -35,7 +35,7 @@ from ..core import Model
 from ..core import compiled
 from ..core import validate as _validate
 from ..projection import default_chunk
-from ..sharding import leading_mesh
+from ..core.mesh import leading_mesh
 
 __all__ = ["PRECISIONS", "log_ratio"]
 

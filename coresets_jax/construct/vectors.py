@@ -14,7 +14,7 @@ import numpy as np
 from .. import solvers as _solvers  # noqa: F401 (registers the vector methods first, so they list first)
 from .. import compress as _compress
 from .. import progress as _progress
-from .. import sharding as _sharding
+from ..core import mesh as _mesh
 from ..core import Coreset, take_rows
 from ..core import validate as _validate
 from .. import projection as _projection
@@ -50,7 +50,7 @@ def build_fn(method: Any, size: int, *, refit: bool = False, **options):
     `jax.vmap(build_fn("giga", 100), in_axes=(None, 0))(V, keys)` runs a batch of trials in one call; the
     result's arrays gain a leading batch axis. With V sharded along N (`cj.shard`), rows are gathered with the
     mesh-aware `take_rows`, so V is never all-gathered: under `jax.set_mesh`, and also from a plain
-    `jax.jit(solve)(V, key)`, which traces under the mesh V lives on (`sharding.input_mesh`).
+    `jax.jit(solve)(V, key)`, which traces under the mesh V lives on (`core.mesh.input_mesh`).
 
     Args:
       method: a name in `cj.METHODS` or a vector `cj.Construction`.
@@ -70,7 +70,7 @@ def build_fn(method: Any, size: int, *, refit: bool = False, **options):
 
     def solve(V: jax.Array, key: jax.Array) -> Coreset:
         # jit without jax.set_mesh: trace under the mesh V lives on, so rows are read where they live
-        with _sharding.input_mesh(V):
+        with _mesh.input_mesh(V):
             return _solve(V, key)
 
     def _solve(V: jax.Array, key: jax.Array) -> Coreset:
@@ -190,24 +190,24 @@ def _build(V, stats, size, construction, key, compress, compress_tol, options) -
     refit = _validate.check_bool(options.pop("refit", False), "refit")
     opts = construction.check_options(options)
     start = time.perf_counter()
-    with _sharding.data_mesh(V):  # a sharded V is factored where it lives (compress.py): never gathered
+    with _mesh.data_mesh(V):  # a sharded V is factored where it lives (compress.py): never gathered
         packed = _maybe_compress(V, construction, size, options, compress, compress_tol)
     solve = _compiled_build(construction, size, opts + ((("refit", True),) if refit else ()))
     V_solve = V if packed is None else packed.A
-    with _sharding.data_mesh(V_solve):  # V sharded along N: trace under its mesh (no-op otherwise)
+    with _mesh.data_mesh(V_solve):  # V sharded along N: trace under its mesh (no-op otherwise)
         cs = solve(V_solve, key)
     if packed is not None and compress == "auto":
         # Eq. (*) of cj.compress: error^2 on V = error^2 on A + ||E^T (1 - w)||^2. Keep the compressed run only
         # if the discarded part adds at most 5% to the error; otherwise it is the error floor, so run exactly.
-        with _sharding.data_mesh(V):
+        with _mesh.data_mesh(V):
             on_v, on_a = _errors_on_v_and_a(V, packed.target, packed.A, cs.indices, cs.weights)
         if not float(on_v) <= 1.05 * float(on_a):
             packed = None
-            with _sharding.data_mesh(V):
+            with _mesh.data_mesh(V):
                 cs = solve(V, key)
     cs = _check_finite_result(cs)
     if packed is not None:
-        with _sharding.data_mesh(V):
+        with _mesh.data_mesh(V):
             error = _full_error(V, packed.target, cs.indices, cs.weights)
         cs = Coreset(cs.indices, cs.weights, dict(
             cs.info, rank=jnp.asarray(packed.rank), discarded_norm=jnp.asarray(packed.discarded_norm),
@@ -288,7 +288,7 @@ def relative_error(V: jax.Array, weights: Any, squared: bool = False) -> jax.Arr
     acc = jnp.promote_types(V.dtype, jnp.float32)  # an integer V counts as float32 (float64 under x64)
     acc = acc if jnp.issubdtype(acc, jnp.floating) else jnp.result_type(float)
     if isinstance(weights, Coreset):
-        approx = weights.weights.astype(acc) @ _sharding.take_rows(V, weights.indices).astype(acc)
+        approx = weights.weights.astype(acc) @ take_rows(V, weights.indices).astype(acc)
     else:
         approx = jnp.asarray(weights, acc) @ V.astype(acc)
     Vf = V.astype(acc)
