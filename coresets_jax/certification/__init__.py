@@ -26,7 +26,8 @@ from .certificate import Certificate, from_log_ratio
 from ..core import Coreset, Model
 from ..core import checks as _checks
 from ..core import validate as _validate
-from ..io import digest
+from ..core.chunks import is_sliceable
+from ..interop.io import digest
 from .passes import PRECISIONS, log_ratio
 from .stream import _slots, streamed_log_ratio
 
@@ -79,8 +80,6 @@ def _check_coreset(coreset: Any, n: int) -> None:
 
 def _streamed(data: Any, chunk_size: Optional[int]) -> bool:
     """An iterable of chunks, or a host array-like to be read `chunk_size` rows at a time."""
-    from ..chunks import is_sliceable
-
     if not is_sliceable(data):
         return True
     leaves = jax.tree_util.tree_leaves(data)

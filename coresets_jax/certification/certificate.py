@@ -199,7 +199,7 @@ class Certificate:
         (r), each (chain, draw); the attributes hold khat, kl, ess and the verdict. With a NumPyro model the
         posterior group has NumPyro's site names and constrained values, as `Posterior.to_arviz`.
         """
-        from ..arviz_export import _arviz, constrained_draws
+        from ..interop.arviz_export import _arviz, constrained_draws
 
         az = _arviz()
 
@@ -241,7 +241,7 @@ def _relative_efficiency(r: np.ndarray, chains: int) -> float:
     """ESS / S of the raw importance ratios exp(r - max r) across chains (ArviZ's bulk ESS), in (0, 1]."""
     if chains < 2:
         return 1.0
-    from ..arviz_export import _arviz
+    from ..interop.arviz_export import _arviz
 
     az = _arviz()
     ratios = np.exp(r - np.max(r)).reshape(chains, -1)
@@ -281,7 +281,7 @@ def _weighted_quantiles(x: np.ndarray, w: np.ndarray, probs: tuple) -> np.ndarra
 def from_log_ratio(r: np.ndarray, draws: np.ndarray, *, model: Any = None, probs: tuple = (0.05, 0.5, 0.95),
                    time_s: float = 0.0) -> Certificate:
     """A `Certificate` from r (S,) and the draws, (S, D) or (chains, S, D), flattened in the same order."""
-    from ..arviz_export import _arviz
+    from ..interop.arviz_export import _arviz
 
     az = _arviz()
     draws = draws if draws.ndim == 3 else draws[None]

@@ -34,7 +34,7 @@ from jax.sharding import PartitionSpec as P
 from ..core import Model
 from ..core import compiled
 from ..core import validate as _validate
-from ..projection import default_chunk
+from ..features.projection import default_chunk
 from ..core.mesh import leading_mesh
 
 __all__ = ["PRECISIONS", "log_ratio"]

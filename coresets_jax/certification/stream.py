@@ -11,6 +11,7 @@ import numpy as np
 
 from ..core import Coreset, Model
 from ..core import checks as _checks
+from ..core.chunks import iter_chunks
 from .passes import _combine, _coreset_term, _full_term, _precision, _thetas
 
 __all__ = ["streamed_log_ratio"]
@@ -31,8 +32,6 @@ def streamed_log_ratio(model: Model, source: Any, coreset: Any, draws: np.ndarra
                         precision: str) -> tuple[np.ndarray, int, int]:
     """`log_ratio` over a source of data chunks (`chunks.iter_chunks`): one chunk on the device at a time,
     plus the coreset's rows, picked up as their chunks pass. Returns (r, zero-weight draws, N)."""
-    from ..chunks import iter_chunks
-
     indices, weights = _slots(coreset)
     picked, full, flags, offset = {}, 0.0, 0, 0
     with _precision(precision):

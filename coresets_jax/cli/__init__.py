@@ -80,7 +80,7 @@ def info() -> str:
     import jax
 
     from ..inference.sample import METHODS as SAMPLERS_
-    from ..projection import NORMS as NORMS_
+    from ..features.projection import NORMS as NORMS_
     env = _environment()
     optional = []
     for package in ("numpyro", "arviz", "matplotlib", "tqdm"):

@@ -86,7 +86,7 @@ def _model_and_data(config: dict, made, dataset) -> tuple:
         return make[config["model"]](prior_scale=config["prior_scale"]), dataset.train, dataset.test
     if isinstance(made, Model):
         return made, dataset.train, dataset.test
-    from ..numpyro_bridge import from_numpyro
+    from ..interop.numpyro_bridge import from_numpyro
 
     def convert(X, y, which):
         try:
@@ -108,8 +108,8 @@ def run_job(config: dict, sample: bool = False, out: Optional[str] = None) -> di
 
     from .. import progress
     from ..construct import relative_error
-    from ..pihat import laplace
-    from ..projection import project
+    from ..weighting.pihat import laplace
+    from ..features.projection import project
 
     key_pi, key_theta, key_proj, key_solve, key_mcmc = jax.random.split(jax.random.key(config["seed"]), 5)
     made = None if config["model"] in MODELS else _user_model(config)

@@ -9,9 +9,9 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 
-from .. import io as _io
+from ..interop import io as _io
 from .. import posterior_driven as _posterior_driven
-from .. import projection as _projection
+from ..features import projection as _projection
 from ..core import Coreset, Model
 from ..core import checks as _checks
 from ..core import validate as _validate

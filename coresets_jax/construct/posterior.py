@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import pihat as _pihat
+from ..weighting import pihat as _pihat
 from ..compilation import loop_jit_options
 from .. import progress as _progress
 from ..core import Coreset, Model, initial_theta

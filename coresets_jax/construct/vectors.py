@@ -12,12 +12,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import solvers as _solvers  # noqa: F401 (registers the vector methods first, so they list first)
-from .. import compress as _compress
+from ..features.compress import auto_compress, compress as compress_low_rank  # (`compress` is build's option)
 from .. import progress as _progress
 from ..core import mesh as _mesh
 from ..core import Coreset, take_rows
 from ..core import validate as _validate
-from .. import projection as _projection
+from ..features import projection as _projection
 from ..registry import Construction, resolve
 from ..solvers.base import make_problem, run
 from ..solvers.ops import refit_support
@@ -148,8 +148,8 @@ def build(V: Any, size: int, method: Any = "frank_wolfe", key: Optional[jax.Arra
       compress: "auto" (default), True or False: run the solver on A of V ~= A B^T (`cj.compress`), B
         orthonormal, which preserves every inner product in span(B). True compresses whenever
         ||V - A B^T||_F <= compress_tol ||V||_F with some r <= J. "auto" compresses only where it is safe
-        and pays (`cj.compress.auto_compress`): GIGA and Frank-Wolfe from 2^22 entries of V (N >= 8,389 at
-        J = 500), A-IHT from 2^24, OMP never; at least 16 iterations, and the tolerance met with r <= J / 2.
+        and pays (`features.compress.auto_compress`): GIGA and Frank-Wolfe from 2^22 entries of V (N >= 8,389
+        at J = 500), A-IHT from 2^24, OMP never; at least 16 iterations, and the tolerance met with r <= J / 2.
         Measured: GIGA and FW 5x faster at N = 20000, J = 500, with errors within 0.7% of the exact run's
         (benchmarks/results/fidelity.json). Then, by Eq. (*) of `cj.compress`, the error on V is the error on
         A plus the discarded part; when that part adds more than 5% (the discarded energy is the error floor,
@@ -225,8 +225,8 @@ def _maybe_compress(V, construction: Construction, size: int, options: dict, com
     if compress is False or construction.random:
         return None
     if compress == "auto":
-        return _compress.auto_compress(V, construction.name, size, options, tol)
-    return _compress.compress(V, tol)
+        return auto_compress(V, construction.name, size, options, tol)
+    return compress_low_rank(V, tol)
 
 
 @_compiled_fns.jit

@@ -31,7 +31,7 @@ from ..core import validate as _validate
 from ..inference import kernels as _kernels
 from ..inference.driver import init_chains
 from ..inference.warmup import warmup
-from ..pihat import laplace_fn
+from ..weighting.pihat import laplace_fn
 from ..registry import Start
 
 Array = jax.Array

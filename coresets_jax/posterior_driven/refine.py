@@ -34,7 +34,7 @@ import numpy as np
 from ..core import Coreset, Model, take_data
 from ..core import checks as _checks
 from ..core import validate as _validate
-from ..pihat import laplace_fn
+from ..weighting.pihat import laplace_fn
 from ..registry import Start, resolve
 from . import budget as _budget
 from .coreset_mcmc import REFINE_OPTIONS as _CMC

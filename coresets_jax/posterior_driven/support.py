@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from ..core import Coreset, Model, take_data
-from ..projection import project, project_fn
+from ..features.projection import project, project_fn
 from ..registry import resolve
 from ..solvers.base import Problem, run
 

@@ -18,14 +18,14 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 
-from . import progress as _progress
-from .core import mesh as _mesh
-from .compilation import fast_jit
-from .core import validate as _validate
-from .core import checks as _checks
-from .core.model import Model
-from .pihat import GaussianApproximation, gaussian_draws
-from .core import compiled
+from .. import progress as _progress
+from ..core import mesh as _mesh
+from ..compilation import fast_jit
+from ..core import validate as _validate
+from ..core import checks as _checks
+from ..core.model import Model
+from ..weighting.pihat import GaussianApproximation, gaussian_draws
+from ..core import compiled
 
 __all__ = ["NORMS", "auto_num_features", "features", "matrix_stats", "project", "project_fn"]
 

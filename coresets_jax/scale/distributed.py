@@ -24,12 +24,12 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from . import sharding as _sharding
-from .construct.posterior import coreset_fn, default_start, resolve_pi_hat, start_from
-from .construct.vectors import _key_for, build_fn, rescaled
-from .core import Coreset, Model
-from .core import validate as _validate
-from .registry import Construction, resolve
-from .core import compiled as _compiled_fns
+from ..construct.posterior import coreset_fn, default_start, resolve_pi_hat, start_from
+from ..construct.vectors import _key_for, build_fn, rescaled
+from ..core import Coreset, Model
+from ..core import validate as _validate
+from ..registry import Construction, resolve
+from ..core import compiled as _compiled_fns
 
 __all__ = ["merged_coreset"]
 

@@ -33,11 +33,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from .core import validate as _validate
+from ..core import validate as _validate
 # The mesh detection, contexts and row-wise map live in the core, which every stage may import; they are
 # re-exported here, where the convention is documented.
-from .core.mesh import auto_mesh, data_mesh, input_mesh, leading_mesh, rowwise  # noqa: F401 (re-exported)
-from .core.rows import take_rows, top_k  # noqa: F401 (re-exported)
+from ..core.mesh import auto_mesh, data_mesh, input_mesh, leading_mesh, rowwise  # noqa: F401 (re-exported)
+from ..core.rows import take_rows, top_k  # noqa: F401 (re-exported)
 
 __all__ = ["DATA_AXIS", "data_mesh", "input_mesh", "leading_mesh", "make_data_mesh", "rowwise", "shard",
            "take_rows", "top_k"]
