@@ -35,8 +35,8 @@ def _is_module(name: str) -> bool:
 
 
 def _imports(path: Path, module_level: bool):
-    """(line, imported module) for each import of the package in `path`; with `module_level`, only those run
-    when the module is imported (not inside functions)."""
+    """(line, imported module, imported name or None) for each import of the package in `path`; with
+    `module_level`, only those run when the module is imported (not inside functions)."""
     name, is_package = _module_name(path), path.name == "__init__.py"
     tree = ast.parse(path.read_text(encoding="utf-8"))
     nodes, found = list(tree.body), []
@@ -45,7 +45,7 @@ def _imports(path: Path, module_level: bool):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and module_level:
             continue
         if isinstance(node, ast.Import):
-            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "coresets_jax"]
+            found += [(node.lineno, a.name, None) for a in node.names if a.name.split(".")[0] == "coresets_jax"]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = name.split(".")[:len(name.split(".")) - node.level + is_package]
@@ -55,8 +55,8 @@ def _imports(path: Path, module_level: bool):
             if target.split(".")[0] != "coresets_jax":
                 continue
             # `from .. import progress` imports the module coresets_jax.progress; `from .x import f`, x itself
-            found += [(node.lineno, f"{target}.{a.name}" if _is_module(f"{target}.{a.name}") else target)
-                      for a in node.names]
+            found += [(node.lineno, f"{target}.{a.name}", None) if _is_module(f"{target}.{a.name}")
+                      else (node.lineno, target, a.name) for a in node.names]
         else:
             nodes += list(ast.iter_child_nodes(node))
     return found
@@ -72,7 +72,7 @@ def _stage_graph() -> dict:
     graph = {}
     for path in sorted(ROOT.rglob("*.py")):
         source = _stage(_module_name(path))
-        for line, target in _imports(path, module_level=True):
+        for line, target, _ in _imports(path, module_level=True):
             if _stage(target) != source:
                 graph.setdefault(source, {}).setdefault(_stage(target), f"{path.relative_to(REPO)}:{line}")
     return graph
@@ -118,6 +118,13 @@ def test_the_cycle_check_finds_a_circle():
     assert _find_cycle({"a": {"b": ""}, "b": {"c": ""}, "d": {"a": ""}}) is None
 
 
+def test_no_module_imports_another_modules_private_names():
+    for path in ROOT.rglob("*.py"):
+        for line, target, name in _imports(path, module_level=False):
+            private = name is not None and name.startswith("_") and not name.startswith("__")
+            assert not private, f"{path.relative_to(REPO)}:{line} imports {target}.{name}: give it a public name"
+
+
 def test_the_root_holds_only_the_stages_and_the_documented_modules():
     modules = {p.stem for p in ROOT.glob("*.py")}
     packages = {p.parent.name for p in ROOT.glob("*/__init__.py")}
@@ -128,7 +135,7 @@ def test_the_root_holds_only_the_stages_and_the_documented_modules():
 def test_no_code_of_ours_uses_an_old_path():
     old = "|".join(_deprecated.MOVED)
     for path in ROOT.rglob("*.py"):  # every import, also those inside functions
-        for line, target in _imports(path, module_level=False):
+        for line, target, _ in _imports(path, module_level=False):
             assert not re.fullmatch(rf"coresets_jax\.({old})(\..*)?", target), f"{path}:{line} imports {target}"
     pattern = re.compile(rf"\b(coresets_jax|cj)\.({old})\b")
     files = [*REPO.glob("tests/*.py"), *REPO.glob("benchmarks/**/*.py"), *REPO.glob("docs/**/*.py"),

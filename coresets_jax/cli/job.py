@@ -11,7 +11,7 @@ from typing import Optional
 from .config import MODELS, ConfigError
 from .log import log as _log
 
-__all__ = ["run_job"]
+__all__ = ["environment", "run_job"]
 
 def _construct(method: str, size, model, data, V, key, options: dict, approx=None, config=None):
     """One coreset by method name, as its registry entry declares: vector methods on V (`cj.build`),
@@ -163,7 +163,7 @@ def run_job(config: dict, sample: bool = False, out: Optional[str] = None) -> di
         "laplace_mean": [float(x) for x in approx.mean],
         "stages": stages,
         "results": rows,
-        "environment": _environment(),
+        "environment": environment(),
     }
     if sample or config["certify"]:
         key_chains, key_full = jax.random.split(key_mcmc)
@@ -252,7 +252,7 @@ def _posterior_quality(config, model, data, draws, rows, key, test_data=None) ->
     return out
 
 
-def _environment() -> dict:
+def environment() -> dict:
     import jax
 
     from .. import __version__

@@ -23,10 +23,11 @@ from ..solvers.base import make_problem, run
 from ..solvers.ops import refit_support
 from ..core import compiled as _compiled_fns
 
-__all__ = ["build", "build_fn", "relative_error", "rescaled"]
+__all__ = ["as_key", "build", "build_checked", "build_fn", "check_finite_result", "finish", "key_data", "key_for",
+           "relative_error", "rescaled"]
 
 
-def _as_key(key: jax.Array) -> jax.Array:
+def as_key(key: jax.Array) -> jax.Array:
     """A typed key from a typed or raw (uint32[2]) key; a static dtype test, so it is fine under jit."""
     return key if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else jax.random.wrap_key_data(key)
 
@@ -38,7 +39,7 @@ def _support_error(V: jax.Array, target: jax.Array, indices: jax.Array, weights:
     return jnp.where(scale > 0, residual / jnp.where(scale > 0, scale, 1.0), residual)
 
 
-def _finish(indices, weights, info, method: str) -> Coreset:
+def finish(indices, weights, info, method: str) -> Coreset:
     """The core's result: finiteness reported in `info` (never a host sync inside the core)."""
     info = dict(info, finite=jnp.all(jnp.isfinite(weights)))
     return Coreset(indices.astype(jnp.int32), weights, info, method)
@@ -77,12 +78,12 @@ def build_fn(method: Any, size: int, *, refit: bool = False, **options):
         if V.ndim != 2 or size > V.shape[0]:
             raise ValueError(f"size: must be at most N = {V.shape[0]} (V of shape {V.shape})")
         problem = make_problem(V)
-        indices, weights, info = run(solver, problem, _as_key(key))
+        indices, weights, info = run(solver, problem, as_key(key))
         if refit:
             _, weights, result = refit_support(problem, indices, weights)
             info = dict(info, refit_iterations=result.iterations, refit_kkt=result.kkt)
         info = dict(info, relative_error=_support_error(V, problem.target, indices, weights))
-        return _finish(indices, weights, info, construction.name)
+        return finish(indices, weights, info, construction.name)
 
     return solve
 
@@ -98,7 +99,8 @@ def _compiled_build(construction: Construction, size: int, options: tuple):
     return _compiled_build_for(construction, size, options, _progress.is_enabled())
 
 
-def _check_finite_result(cs: Coreset) -> Coreset:
+def check_finite_result(cs: Coreset) -> Coreset:
+    """`cs`, or FloatingPointError if its core reported non-finite weights (`finish`): on the host, after it."""
     if not bool(cs.info["finite"]):
         raise FloatingPointError(f"method {cs.method!r} produced non-finite weights; please report this "
                                  "with the input that caused it")
@@ -125,13 +127,15 @@ def rescaled(V: jax.Array, peak: Optional[float] = None) -> jax.Array:
     return V * jnp.asarray(2.0 ** -round(float(np.log2(peak))), V.dtype)
 
 
-def _key_for(construction: Construction, key: Any) -> jax.Array:
+def key_for(construction: Construction, key: Any) -> jax.Array:
+    """The checked key: required by a random method; a deterministic one defaults to `jax.random.key(0)`."""
     if construction.random:
         return _validate.check_key(key)
     return jax.random.key(0) if key is None else _validate.check_key(key)
 
 
-def _key_data(key: jax.Array) -> list:
+def key_data(key: jax.Array) -> list:
+    """The key's raw data as a list of ints, as a coreset's `settings["key"]` records it."""
     return np.asarray(jax.random.key_data(key)).ravel().tolist()
 
 
@@ -176,15 +180,15 @@ def build(V: Any, size: int, method: Any = "frank_wolfe", key: Optional[jax.Arra
     check_fits(construction, _validate.check_size(size, V.shape[0]), V.shape, V.dtype,
                sorted(devices, key=lambda d: d.id)[0] if devices else None,
                construction.check_options({k: v for k, v in options.items() if k != "refit"}))
-    return _build(V, stats, size, construction, key, compress, compress_tol, options)
+    return build_checked(V, stats, size, construction, key, compress, compress_tol, options)
 
 
-def _build(V, stats, size, construction, key, compress, compress_tol, options) -> Coreset:
+def build_checked(V, stats, size, construction, key, compress, compress_tol, options) -> Coreset:
     """`build` after V's checks: `stats` is `projection.matrix_stats(V)`, from the caller's own pass."""
     V = rescaled(V, float(stats[1]))
     n = V.shape[0]
     size = _validate.check_size(size, n)
-    key = _key_for(construction, key)
+    key = key_for(construction, key)
     if not bool(stats[2]):
         raise ValueError("V: every row is zero, so there is nothing to approximate")
     refit = _validate.check_bool(options.pop("refit", False), "refit")
@@ -205,7 +209,7 @@ def _build(V, stats, size, construction, key, compress, compress_tol, options) -
             packed = None
             with _mesh.data_mesh(V):
                 cs = solve(V, key)
-    cs = _check_finite_result(cs)
+    cs = check_finite_result(cs)
     if packed is not None:
         with _mesh.data_mesh(V):
             error = _full_error(V, packed.target, cs.indices, cs.weights)
@@ -213,7 +217,7 @@ def _build(V, stats, size, construction, key, compress, compress_tol, options) -
             cs.info, rank=jnp.asarray(packed.rank), discarded_norm=jnp.asarray(packed.discarded_norm),
             sigma_next=jnp.asarray(packed.sigma_next), relative_error=error), cs.method)
     settings = {"method": construction.name, "size": size, "options": dict(opts), "refit": refit,
-                "key": _key_data(key), "N": n, "J": int(V.shape[1]), "compressed": packed is not None,
+                "key": key_data(key), "N": n, "J": int(V.shape[1]), "compressed": packed is not None,
                 "time_s": time.perf_counter() - start}
     return Coreset(cs.indices, cs.weights, cs.info, cs.method, settings)
 
