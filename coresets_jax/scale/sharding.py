@@ -95,5 +95,3 @@ def shard(x: Any, mesh: Optional[Mesh] = None, *, pad: bool = False) -> Any:
         return jax.device_put(leaf, NamedSharding(mesh, spec))
 
     return jax.tree_util.tree_map(place, x)
-
-
