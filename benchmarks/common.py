@@ -193,7 +193,7 @@ def write_json(result: dict, out_dir: str, stem: str) -> str:
     path = os.path.join(out_dir, f"{stem}.json")
     text = json.dumps(jsonable(result), indent=1, allow_nan=False)  # fails before the file is touched
     try:
-        from coresets_jax.io import atomic_write
+        from coresets_jax.interop.io import atomic_write
     except ImportError:  # an older checkout of the package (investigations/bad_inputs_table.py runs on one)
         with open(path, "w") as f:
             f.write(text)

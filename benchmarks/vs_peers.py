@@ -21,7 +21,7 @@ allow. Every contender sees the same NumPyro model:
   `cj.certify(model, data, cs, post.samples)`; package defaults (Laplace on all rows, J = 500);
 - `ours_auto`: `cj.coreset(model, data, key=key, tol=0.1)` (its certificate attached), then `cj.sample`;
 - `ours_options`: `ours_fixed` with the two options of investigations/cold_path.py instead of the defaults:
-  pi_hat = `cj.laplace(..., subsample=10_000)` and J = `cj.projection.auto_num_features(D, M)`.
+  pi_hat = `cj.laplace(..., subsample=10_000)` and J = `cj.features.projection.auto_num_features(D, M)`.
 
 Each contender runs in a FRESH Python process with empty compilation caches (JAX_COMPILATION_CACHE_DIR a new
 empty folder per process, CORESETS_JAX_NO_CACHE=1): `cold_s` is its first call, data already in memory
@@ -190,7 +190,7 @@ def run_contender(name: str, fn, X, y, key, cfg: dict):
             if n > OPTIONS_SUBSAMPLE:
                 pi_hat = cj.laplace(model, data, key=jax.random.fold_in(key, 7), subsample=OPTIONS_SUBSAMPLE)
             cs = cj.coreset(model, data, size=cfg["M"], method="omp", key=key, pi_hat=pi_hat,
-                            num_features=cj.projection.auto_num_features(int(X.shape[1]), cfg["M"]))
+                            num_features=cj.features.projection.auto_num_features(int(X.shape[1]), cfg["M"]))
         else:
             cs = cj.coreset(model, data, key=key, tol=cfg["tol"], **cfg.get("coreset_options", {}))
         jax.block_until_ready(cs.weights)
@@ -333,7 +333,7 @@ def _skip_reason(contender: str, n: int, d: int, m: int, history: dict, budget: 
     (linear in N), or V over `V_MEMORY_LIMIT`."""
     num_features = 500
     if contender == "ours_options":
-        from coresets_jax.projection import auto_num_features
+        from coresets_jax.features.projection import auto_num_features
         num_features = auto_num_features(d, m)
     if contender.startswith("ours") and n * num_features * 4 > V_MEMORY_LIMIT:
         return f"memory: V would take {n * num_features * 4 / 2**30:.1f} GiB (N x J = {n} x {num_features} float32)"

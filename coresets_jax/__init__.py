@@ -7,27 +7,36 @@ The pipeline, in the order the data flows:
 Beyond one device: `shard`, `merged_coreset`, `stream_coreset`. Compiled programs are kept on disk between
 processes (`compilation_cache`). For logistic regression, also
 `sensitivity_coreset` (LR Algorithm 1).
+
+Each stage is a subpackage over `core` (docs/extending.md, "The layout"): `weighting` (pi_hat), `features`
+(projection, compression), `solvers`, `sensitivity`, `posterior_driven`, `construct`, `inference`,
+`certification`, `scale` (sharding, merged and streamed coresets), `interop` (NumPyro, ArviZ, files), `cli`.
 """
 
 from . import compilation
-from . import core, data, distributed, registry, inference, metrics, models, sensitivity, sharding, solvers, streaming
+from . import core, data
+from .scale import distributed  # first, as before the layout: the constructions register in their listed order
+from . import registry, inference, metrics, models, progress, sensitivity, solvers
+from .scale import sharding, streaming
+from .interop import io
+from . import _deprecated
 from .compilation import compilation_cache
-from .compress import compress
+from .features.compress import compress
 from .construct import METHODS, POSTERIOR_METHODS, build, build_fn, coreset, coreset_fn, relative_error
 from .registry import Construction, Start, methods, register
 from .data import load_npz
-from .distributed import merged_coreset
+from .scale.distributed import merged_coreset
 from .inference import KernelSpec, Posterior, register_kernel, sample, sample_fn
 from .core import Coreset, Model, log_joint, log_likelihoods, weighted_log_density
-from .pihat import GaussianApproximation, laplace, laplace_fn, prior, samples
-from .projection import NORMS, project, project_fn
+from .weighting.pihat import GaussianApproximation, laplace, laplace_fn, prior, samples
+from .features.projection import NORMS, project, project_fn
 from .sensitivity import sensitivity_coreset
-from .sharding import shard
+from .scale.sharding import shard
 from .solvers.refit import refit
-from .streaming import stream_coreset
-from .numpyro_bridge import from_numpyro
-from .io import load, save
-from .arviz_export import to_arviz
+from .scale.streaming import stream_coreset
+from .interop.numpyro_bridge import from_numpyro
+from .interop.io import load, save
+from .interop.arviz_export import to_arviz
 from .certification import Certificate, certify
 from .posterior_driven.refine import refine
 
@@ -97,9 +106,18 @@ __all__ = [
 
 # Submodules documented as `cj.<name>` beyond those in `__all__` (docs/reference): `dir(cj)` lists exactly
 # `__all__`, these and `__version__`, not the implementation modules that importing the package binds as
-# attributes (`cj.construct`, `cj.pihat`, ...), which stay importable by their full names.
+# attributes (`cj.construct`, `cj.weighting`, ...), which stay importable by their full names.
 _SUBMODULES = ("io", "progress", "registry")
 
 
 def __dir__():
     return sorted({*__all__, *_SUBMODULES, "__version__"})
+
+
+def __getattr__(name: str):
+    # The old paths of moved modules (`cj.pihat`): the module, with a DeprecationWarning (`_deprecated.py`).
+    return _deprecated.attribute(name)
+
+
+# `coresets_jax.sharding` and the other documented old paths as aliases; the deprecated ones through a finder.
+_deprecated.install()

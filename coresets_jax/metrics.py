@@ -119,7 +119,7 @@ def laplace_kl(model, data: Any, weights: Any, *, full=None, key: Optional[jax.A
     Returns:
       {"forward": KL(pi || pi_w), "reverse": KL(pi_w || pi)}, with pi the full-data posterior.
     """
-    from .pihat import laplace
+    from .weighting.pihat import laplace
 
     n = _validate.check_data(data)
     if full is None:

@@ -94,7 +94,7 @@ def test_a_size_that_cannot_fit_is_refused_before_any_work(monkeypatch):
     small, large = (memory.state_bytes(omp, m, (3000, 500), jnp.float32) for m in (100, 2000))
     assert large > 100 * small
     monkeypatch.setattr(memory, "available_bytes", lambda device=None: 2.0 * large)  # fits 2 states, not 3 + V
-    monkeypatch.setattr(cj.projection, "features", lambda *a, **k: pytest.fail("projected before the check"))
+    monkeypatch.setattr(cj.features.projection, "features", lambda *a, **k: pytest.fail("projected before the check"))
     with pytest.raises(ValueError, match=r"size: omp at size 2000 needs about .* GiB .* available"):
         cj.coreset(model, y, 2000, "omp", key=jax.random.key(0))
     with pytest.raises(ValueError, match="size: omp at size 2000"):

@@ -149,7 +149,7 @@ def test_refine_on_heavy_tailed_poisson_no_stuck_chains_and_never_worse_than_the
 def test_stuck_chains_are_reported_not_silent():
     # At N = 10^6, M = 100 MALA chains tuned at w_0 stopped accepting once the weights moved (sota.py):
     # cj.coreset must say so rather than return their point masses as posterior samples.
-    from coresets_jax.construct.posterior import _warn_stuck_chains
+    from coresets_jax.construct.pipeline import _warn_stuck_chains
 
     with pytest.warns(RuntimeWarning, match="1 of 3 chains"):
         _warn_stuck_chains({"acceptance_rate": np.array([0.55, 0.0, 0.61])}, "coreset_mcmc")

@@ -26,12 +26,12 @@ DOCUMENTED_SUBMODULES = {"io", "progress", "registry"}
 
 def test_dir_lists_exactly_the_documented_surface():
     # dir(cj) is __all__, the documented submodules and the version: not the implementation modules that
-    # importing the package binds as attributes (cj.construct, cj.pihat, ...).
+    # importing the package binds as attributes (cj.construct, cj.weighting, ...).
     assert set(dir(cj)) == set(cj.__all__) | DOCUMENTED_SUBMODULES | {"__version__"}
     assert len(dir(cj)) == len(set(dir(cj)))
     modules = {n for n in dir(cj) if isinstance(getattr(cj, n), types.ModuleType)}
     assert {"models", "metrics", "data", "inference", "registry", "solvers", "compilation", "progress"} <= modules
-    for hidden in ("construct", "pihat", "posterior_driven", "certification", "numpyro_bridge", "chunks"):
+    for hidden in ("construct", "weighting", "features", "posterior_driven", "certification", "scale", "interop"):
         assert hidden not in dir(cj)
         assert isinstance(getattr(cj, hidden), types.ModuleType)  # still importable as an attribute
 
@@ -74,8 +74,8 @@ def test_the_api_reference_documents_every_public_name():
 
 def test_every_directive_names_where_the_object_is_defined():
     # mkdocstrings reads the source statically: a path through a re-export whose name is also a submodule
-    # (coresets_jax.compress, coresets_jax.sample) would render the module, so directives name the object's
-    # own module.
+    # (coresets_jax.inference.sample, coresets_jax.posterior_driven.refine) would render the module, so
+    # directives name the object's own module.
     for path in _directives():
         obj = _resolve(path)
         if isinstance(obj, types.ModuleType):

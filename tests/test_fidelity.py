@@ -178,7 +178,7 @@ def test_auto_compress_policy_keeps_the_greedy_path_on_exact_low_rank_V():
     """V of exact rank 8: the factor A preserves every inner product (compress.py, Eq. (*) with E = 0), so GIGA
     on A selects the same rows with the same weights; the policy declines small V, few iterations and the
     sampling methods."""
-    from coresets_jax.compress import auto_compress
+    from coresets_jax.features.compress import auto_compress
     from coresets_jax.solvers.giga import giga
 
     rng = np.random.default_rng(0)

@@ -39,7 +39,7 @@ def test_top_k_matches_numpy_in_float32_and_float64():
 
 
 def test_atomic_write_replaces_whole_or_not_at_all(tmp_path):
-    from coresets_jax.io import atomic_write
+    from coresets_jax.interop.io import atomic_write
 
     path = tmp_path / "out.json"
     atomic_write(path, lambda f: f.write(b"first"))

@@ -218,7 +218,7 @@ def test_importing_arviz_through_the_package_passes_on_no_future_warning():
     import subprocess
     import sys
     code = ("import warnings; warnings.simplefilter('error', FutureWarning); "
-            "from coresets_jax.arviz_export import _arviz; print(_arviz().__name__)")
+            "from coresets_jax.interop.arviz_export import load_arviz; print(load_arviz().__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "arviz"

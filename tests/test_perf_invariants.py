@@ -8,7 +8,7 @@ import pytest
 
 import coresets_jax as cj
 from coresets_jax.construct import vectors as construct
-from coresets_jax.compress import compress
+from coresets_jax.features.compress import compress
 from coresets_jax.solvers import frank_wolfe, make_problem
 
 ITERATIVE = ["frank_wolfe", "giga", "iht2"]  # a rename must fail here, not leave the list empty

@@ -88,8 +88,8 @@ def test_while_loop_with_batched_predicate(shown):
 def test_solver_driver_and_projection_unchanged(shown, monkeypatch):
     log, _ = shown
     monkeypatch.setattr(progress, "every_for", lambda elements: 4)  # small V: report often anyway
-    monkeypatch.setattr(cj.projection, "PROGRESS_MIN_WORK", 0)
-    monkeypatch.setattr(cj.projection, "PROGRESS_WORK_PER_REPORT", 0)  # a report per chunk
+    monkeypatch.setattr(cj.features.projection, "PROGRESS_MIN_WORK", 0)
+    monkeypatch.setattr(cj.features.projection, "PROGRESS_WORK_PER_REPORT", 0)  # a report per chunk
     ds = cj.data.synthetic_logistic(jax.random.key(0), 1000)
     model = cj.models.logistic_regression()
     thetas = jnp.array([[3.0, 3.0, 0.0], [2.5, 3.5, 0.2], [3.1, 2.9, -0.1]])

@@ -127,7 +127,7 @@ SCRIPT = textwrap.dedent(r"""
     # compress="auto" on a sharded V (issue 23: it was skipped, so build(V) and build(shard(V)) ran different
     # algorithms above 2^22 entries). 2^14 x 2^8 = 2^22 entries with singular values decaying as exp(-i/3) and a
     # non-zero mean row (a target sum far from 0): GIGA compresses, and "auto" keeps the compressed run.
-    from coresets_jax.compress import _gram, _project_rows, _sampled_gram  # the module (cj.compress is a function)
+    from coresets_jax.features.compress import _gram, _project_rows, _sampled_gram
     kz, kw = jax.random.split(jax.random.key(5))
     Vc = ((1.0 + jax.random.normal(kz, (16384, 64))) * jnp.exp(-jnp.arange(64) / 3.0)
           @ jax.random.normal(kw, (64, 256))).astype(jnp.float32)

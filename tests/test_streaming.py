@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import coresets_jax as cj
-from coresets_jax.streaming import iter_chunks, stream_coreset
+from coresets_jax.scale.streaming import iter_chunks, stream_coreset
 
 N, B, M, J = 16_000, 16, 100, 100
 
@@ -80,7 +80,7 @@ _RESUME_WORKER = r"""
 import os, signal, sys
 import jax, numpy as np
 import coresets_jax as cj
-from coresets_jax.streaming import stream_coreset
+from coresets_jax.scale.streaming import stream_coreset
 
 path, kill_after, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 ds = cj.data.synthetic_logistic(jax.random.key(1), 4000)

@@ -29,7 +29,7 @@ import common  # noqa: E402
 
 # The size thresholds under which no bar is traced are module constants with no public switch: the study
 # reads them, and --quick lowers them to 0 so that its small runs draw bars (restored at the end).
-THRESHOLDS = ((cj.projection, "PROGRESS_MIN_WORK"), (cj.inference.driver, "PROGRESS_MIN_WORK"))
+THRESHOLDS = ((cj.features.projection, "PROGRESS_MIN_WORK"), (cj.inference.driver, "PROGRESS_MIN_WORK"))
 
 
 def compare(name, off, on, repeats, result_of=lambda out: out, inner=None) -> dict:
@@ -99,7 +99,7 @@ def measure(args) -> dict:
     proj_data = cj.data.synthetic_logistic(jax.random.key(1), n_proj).train
     project = lambda: cj.project(model, proj_data, thetas, key=key)
     rows.append(compare("projection", project, project, repeats))
-    rows[-1].update(n=n_proj, bar_shown=n_proj * j * 3 >= cj.projection.PROGRESS_MIN_WORK)
+    rows[-1].update(n=n_proj, bar_shown=n_proj * j * 3 >= cj.features.projection.PROGRESS_MIN_WORK)
 
     # Full-data MCMC through `cj.sample` (compiled once per progress setting): NUTS at a typical size, and
     # the cheapest kernel (RWMH, no gradient) at the smallest size that shows a bar, the worst case.
@@ -122,8 +122,8 @@ def measure(args) -> dict:
         "what": "time of the same jitted loop compiled with progress on (tqdm via jax.debug.callback) and "
                 "off; medians after compilation, runs alternating",
         "settings": {"n_solver": n, "num_features": j, "frank_wolfe_iterations": 200, "repeats": repeats,
-                     "quick": quick, "projection_min_work": cj.projection.PROGRESS_MIN_WORK,
-                     "projection_work_per_report": cj.projection.PROGRESS_WORK_PER_REPORT,
+                     "quick": quick, "projection_min_work": cj.features.projection.PROGRESS_MIN_WORK,
+                     "projection_work_per_report": cj.features.projection.PROGRESS_WORK_PER_REPORT,
                      "sampling_min_work": min_work},
         "results": rows,
         "load_average_end": os.getloadavg()[0],

@@ -88,7 +88,7 @@ def sgmcmc(model: Model, data: Any, key: jax.Array, method: str = "sgld", *, num
       num_integration_steps: SGHMC's L.
       anchor: a `cj.laplace` result to reuse (its mean is the control variate's anchor); default: fitted here.
     """
-    from ..pihat import laplace
+    from ..weighting.pihat import laplace
 
     if method not in METHODS:
         raise ValueError(f"method: unknown value {method!r}; expected one of {list(METHODS)}")

@@ -26,9 +26,10 @@ from .certificate import Certificate, from_log_ratio
 from ..core import Coreset, Model
 from ..core import checks as _checks
 from ..core import validate as _validate
-from ..io import digest
+from ..core.chunks import is_sliceable
+from ..interop.io import digest
 from .passes import PRECISIONS, log_ratio
-from .stream import _slots, streamed_log_ratio
+from .stream import live_rows, streamed_log_ratio
 
 __all__ = ["Certificate", "certify", "log_ratio", "warn_if_unreliable"]
 
@@ -67,7 +68,7 @@ def _check_coreset(coreset: Any, n: int) -> None:
     elif np.ndim(coreset) != 1:
         raise ValueError(f"coreset: expected a cj.Coreset or a dense (N,) weight vector, got "
                          f"{type(coreset).__name__} of shape {np.shape(coreset)}")
-    indices, weights = _slots(coreset) if isinstance(coreset, Coreset) else (None, np.asarray(coreset))
+    indices, weights = live_rows(coreset) if isinstance(coreset, Coreset) else (None, np.asarray(coreset))
     if indices is None and weights.shape != (n,):
         raise ValueError(f"coreset: a dense weight vector needs shape (N,) = ({n},), got {weights.shape}")
     if indices is not None and indices.size and (indices.min() < 0 or indices.max() >= n):
@@ -79,8 +80,6 @@ def _check_coreset(coreset: Any, n: int) -> None:
 
 def _streamed(data: Any, chunk_size: Optional[int]) -> bool:
     """An iterable of chunks, or a host array-like to be read `chunk_size` rows at a time."""
-    from ..chunks import is_sliceable
-
     if not is_sliceable(data):
         return True
     leaves = jax.tree_util.tree_leaves(data)

@@ -26,6 +26,9 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ..inference import diagnostics
+from ..interop.arviz_export import constrained_draws, load_arviz
+
 __all__ = ["Certificate", "corrected_note", "explain", "from_log_ratio", "moments_given", "verdict"]
 
 GOOD_KHAT = 0.5       # PSIS: below, the importance-sampling estimates converge quickly
@@ -199,9 +202,7 @@ class Certificate:
         (r), each (chain, draw); the attributes hold khat, kl, ess and the verdict. With a NumPyro model the
         posterior group has NumPyro's site names and constrained values, as `Posterior.to_arviz`.
         """
-        from ..arviz_export import _arviz, constrained_draws
-
-        az = _arviz()
+        az = load_arviz()
 
         chains, draws, _ = self.draws.shape
         if self.model is not None and getattr(self.model, "constrain", None) is not None:
@@ -241,9 +242,7 @@ def _relative_efficiency(r: np.ndarray, chains: int) -> float:
     """ESS / S of the raw importance ratios exp(r - max r) across chains (ArviZ's bulk ESS), in (0, 1]."""
     if chains < 2:
         return 1.0
-    from ..arviz_export import _arviz
-
-    az = _arviz()
+    az = load_arviz()
     ratios = np.exp(r - np.max(r)).reshape(chains, -1)
     if np.ptp(ratios) == 0:
         return 1.0
@@ -255,8 +254,6 @@ def _chain_diagnostics(draws: np.ndarray) -> tuple:
     """(max R-hat, (D,) R-hat, min bulk ESS, (D,) bulk ESS) of (chains, S, D) draws, as `cj.sample` reports
     them (`inference.diagnostics`). R-hat needs 2 or more chains, and both need 4 or more draws per chain
     (two halves of 2); None where they cannot be computed."""
-    from ..inference import diagnostics
-
     chains, per_chain = draws.shape[:2]
     if per_chain < 4:
         return None, None, None, None
@@ -281,9 +278,7 @@ def _weighted_quantiles(x: np.ndarray, w: np.ndarray, probs: tuple) -> np.ndarra
 def from_log_ratio(r: np.ndarray, draws: np.ndarray, *, model: Any = None, probs: tuple = (0.05, 0.5, 0.95),
                    time_s: float = 0.0) -> Certificate:
     """A `Certificate` from r (S,) and the draws, (S, D) or (chains, S, D), flattened in the same order."""
-    from ..arviz_export import _arviz
-
-    az = _arviz()
+    az = load_arviz()
     draws = draws if draws.ndim == 3 else draws[None]
     chains = draws.shape[0]
     flat = draws.reshape(-1, draws.shape[-1])

@@ -34,10 +34,10 @@ from jax.sharding import PartitionSpec as P
 from ..core import Model
 from ..core import compiled
 from ..core import validate as _validate
-from ..projection import default_chunk
-from ..sharding import leading_mesh
+from ..features.projection import default_chunk
+from ..core.mesh import leading_mesh
 
-__all__ = ["PRECISIONS", "log_ratio"]
+__all__ = ["PRECISIONS", "combine", "coreset_term", "full_term", "log_ratio", "pass_draws", "precision_scope"]
 
 Array = jax.Array
 PRECISIONS = ("float64", "float32")
@@ -118,13 +118,13 @@ def _sharded_pass(model: Model, mesh, chunk: int):
 
 
 @compiled.jit(static_argnames=("model",))
-def _coreset_term(model, rows, weights, draws, reference):
+def coreset_term(model, rows, weights, draws, reference):
     """(S,) sum_m w_m (L_m(theta_s) - c_m) on the coreset rows, and its flags."""
     total = _relative_sums(model, rows, draws, reference, weights)
     return total, _flags(total)
 
 
-def _precision(precision: str):
+def precision_scope(precision: str):
     """A context in which the pass runs in float64, or a no-op for float32 (or when x64 is already on)."""
     _validate.check_choice(precision, PRECISIONS, "precision")
     if precision == "float32" or jax.config.jax_enable_x64:
@@ -132,7 +132,7 @@ def _precision(precision: str):
     return jax.enable_x64(True)
 
 
-def _thetas(flat: np.ndarray, precision: str) -> tuple[Array, Array]:
+def pass_draws(flat: np.ndarray, precision: str) -> tuple[Array, Array]:
     """The draws in the pass's dtype, and the reference draw: the one nearest the draws' mean (a central
     point, where the rows' log-likelihoods are finite)."""
     dtype = jnp.float64 if precision == "float64" else jnp.float32
@@ -140,7 +140,7 @@ def _thetas(flat: np.ndarray, precision: str) -> tuple[Array, Array]:
     return jnp.asarray(flat, dtype), jnp.asarray(reference, dtype)
 
 
-def _full_term(model: Model, data: Any, thetas: Array, reference: Array, chunk_size: Optional[int]):
+def full_term(model: Model, data: Any, thetas: Array, reference: Array, chunk_size: Optional[int]):
     """(S,) float64 sum_n (L_n - b_n) and (S,) flags, for data in memory (sharded along N or not)."""
     n = jax.tree_util.tree_leaves(data)[0].shape[0]
     chunk = int(min(chunk_size or default_chunk(thetas.shape[0] + 1, thetas.shape[1]), n))
@@ -153,7 +153,7 @@ def _full_term(model: Model, data: Any, thetas: Array, reference: Array, chunk_s
     return total, np.bitwise_or.reduce(np.asarray(flags), axis=0)
 
 
-def _combine(full: np.ndarray, full_flags: np.ndarray, core: np.ndarray, core_flags: np.ndarray):
+def combine(full: np.ndarray, full_flags: np.ndarray, core: np.ndarray, core_flags: np.ndarray):
     """r = full - core; -inf where the full data rule a draw out (weight 0); ValueError for what cannot be
     weighed. Returns (r, number of zero-weight draws)."""
     if np.any(core_flags):
@@ -176,11 +176,11 @@ def log_ratio(model: Model, data: Any, coreset: Any, draws: np.ndarray, *, chunk
               precision: str = "float64") -> tuple[np.ndarray, int]:
     """r_s (float64, (S,)) up to a shared constant for flat draws (S, D), data in memory; and the number of
     draws of weight 0. Inputs are assumed valid (`certify` checks them)."""
-    with _precision(precision):
-        thetas, reference = _thetas(np.asarray(draws), precision)
+    with precision_scope(precision):
+        thetas, reference = pass_draws(np.asarray(draws), precision)
         rows, w = _validate.weighted_rows(data, _validate.num_rows(data), coreset)
-        full, full_flags = _full_term(model, data, thetas, reference, chunk_size)
-        core, core_flags = _coreset_term(model, rows, w, thetas, reference)
-        return _combine(full, full_flags, np.asarray(core, np.float64), np.asarray(core_flags))
+        full, full_flags = full_term(model, data, thetas, reference, chunk_size)
+        core, core_flags = coreset_term(model, rows, w, thetas, reference)
+        return combine(full, full_flags, np.asarray(core, np.float64), np.asarray(core_flags))
 
 

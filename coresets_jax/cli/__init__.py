@@ -20,8 +20,8 @@ import subprocess
 import sys
 from typing import Optional
 
-from .config import EXIT_USAGE, SCHEMA, ConfigError, check_out, load_config, validate_config, _methods
-from .job import _environment, run_job
+from .config import EXIT_USAGE, SCHEMA, ConfigError, check_out, load_config, method_names, validate_config
+from .job import environment, run_job
 from .log import log as _log, quiet as _set_quiet
 from .report import format_table
 
@@ -80,8 +80,8 @@ def info() -> str:
     import jax
 
     from ..inference.sample import METHODS as SAMPLERS_
-    from ..projection import NORMS as NORMS_
-    env = _environment()
+    from ..features.projection import NORMS as NORMS_
+    env = environment()
     optional = []
     for package in ("numpyro", "arviz", "matplotlib", "tqdm"):
         try:
@@ -92,7 +92,7 @@ def info() -> str:
     return "\n".join([
         f"coresets_jax {env['coresets_jax']}, jax {env['jax']}, python {env['python']}",
         f"backend: {env['backend']}; devices: {', '.join(env['devices'])}; x64: {jax.config.jax_enable_x64}",
-        f"construction methods: {', '.join(_methods())}",
+        f"construction methods: {', '.join(method_names())}",
         f"projection norms: {', '.join(NORMS_)}",
         f"samplers: {', '.join(SAMPLERS_)}",
         f"optional packages: {', '.join(optional)}",

@@ -57,7 +57,8 @@ from typing import Any, Callable, Optional
 
 from ..core import validate as _v
 
-__all__ = ["ConfigError", "SCHEMA", "call_model", "check_out", "import_model", "load_config", "validate_config"]
+__all__ = ["ConfigError", "SCHEMA", "call_model", "check_out", "import_model", "load_config", "method_names",
+           "validate_config"]
 
 EXIT_USAGE = 2
 
@@ -69,7 +70,7 @@ class ConfigError(ValueError):
     """A mistake in the config or the command line: reported as one line, exit status 2."""
 
 
-def _methods() -> tuple:
+def method_names() -> tuple:
     """Every registered construction (vector solvers and posterior-driven methods)."""
     from ..registry import methods
     return tuple(methods())
@@ -126,7 +127,7 @@ def _options(value, where):
         raise ConfigError(f"{where}: expected a mapping from method name to its options, e.g. "
                           f"{{frank_wolfe: {{step_rule: fixed}}}}, got {value!r}")
     for method, opts in value.items():
-        _choice(_methods)(method, f"{where} key")
+        _choice(method_names)(method, f"{where} key")
         if not isinstance(opts, dict):
             raise ConfigError(f"{where}.{method}: expected a mapping of options, got {opts!r}")
         for name, option in opts.items():
@@ -259,14 +260,14 @@ SCHEMA: dict = {
     "data": (DATA_SCHEMA, None, "the data"),
     "norm": (_choice(NORMS), "fisher", "projection norm"),
     "num_features": (_positive_int, 500, "J, the projection dimension"),
-    "methods": (_list_of(_choice(_methods), "method names"), None, "construction methods to compare"),
-    "method": (_choice(_methods), "frank_wolfe", "the method (when methods is not given)"),
-    "baseline": (_choice(_methods), "uniform", "the baseline (when methods is not given)"),
+    "methods": (_list_of(_choice(method_names), "method names"), None, "construction methods to compare"),
+    "method": (_choice(method_names), "frank_wolfe", "the method (when methods is not given)"),
+    "baseline": (_choice(method_names), "uniform", "the baseline (when methods is not given)"),
     "options": (_options, {}, "per-method options"),
     "sizes": (_list_of(_size, "positive integers or auto"), [10, 100, 1000],
               "coreset sizes M; auto: the smallest size whose certificate reaches tol (vector methods)"),
     "tol": (_positive_float, 0.1, "nats: the KL(pi_w || pi) an auto size must reach (cj.coreset(tol=...))"),
-    "auto": (_list_or_empty(_choice(_methods), "method names"), ["omp"],
+    "auto": (_list_or_empty(_choice(method_names), "method names"), ["omp"],
              "methods also built at the size their certificate chooses (auto, for tol), beside the fixed sizes; "
              "[omp] when the config names no methods, else none unless listed"),
     "repeats": (_non_negative_int, 3, "timed calls after the first"),

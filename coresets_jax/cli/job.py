@@ -11,7 +11,7 @@ from typing import Optional
 from .config import MODELS, ConfigError
 from .log import log as _log
 
-__all__ = ["run_job"]
+__all__ = ["environment", "run_job"]
 
 def _construct(method: str, size, model, data, V, key, options: dict, approx=None, config=None):
     """One coreset by method name, as its registry entry declares: vector methods on V (`cj.build`),
@@ -86,7 +86,7 @@ def _model_and_data(config: dict, made, dataset) -> tuple:
         return make[config["model"]](prior_scale=config["prior_scale"]), dataset.train, dataset.test
     if isinstance(made, Model):
         return made, dataset.train, dataset.test
-    from ..numpyro_bridge import from_numpyro
+    from ..interop.numpyro_bridge import from_numpyro
 
     def convert(X, y, which):
         try:
@@ -108,8 +108,8 @@ def run_job(config: dict, sample: bool = False, out: Optional[str] = None) -> di
 
     from .. import progress
     from ..construct import relative_error
-    from ..pihat import laplace
-    from ..projection import project
+    from ..weighting.pihat import laplace
+    from ..features.projection import project
 
     key_pi, key_theta, key_proj, key_solve, key_mcmc = jax.random.split(jax.random.key(config["seed"]), 5)
     made = None if config["model"] in MODELS else _user_model(config)
@@ -163,7 +163,7 @@ def run_job(config: dict, sample: bool = False, out: Optional[str] = None) -> di
         "laplace_mean": [float(x) for x in approx.mean],
         "stages": stages,
         "results": rows,
-        "environment": _environment(),
+        "environment": environment(),
     }
     if sample or config["certify"]:
         key_chains, key_full = jax.random.split(key_mcmc)
@@ -252,7 +252,7 @@ def _posterior_quality(config, model, data, draws, rows, key, test_data=None) ->
     return out
 
 
-def _environment() -> dict:
+def environment() -> dict:
     import jax
 
     from .. import __version__

@@ -12,7 +12,7 @@ __all__ = ["format_table", "write_outputs"]
 def write_outputs(out, report, model, data, dataset, coresets, approx, config) -> dict:
     import numpy as np
 
-    from ..io import atomic_write, save
+    from ..interop.io import atomic_write, save
 
     os.makedirs(os.path.join(out, "coresets"), exist_ok=True)
     files = {"coresets": []}
@@ -43,7 +43,7 @@ def _plots(out, report, model, data, dataset, coresets, approx, config) -> list:
 
     from .. import plots
     from ..core import take_data
-    from ..pihat import laplace
+    from ..weighting.pihat import laplace
 
     written = []
     X, y = (np.asarray(a) for a in dataset.train)

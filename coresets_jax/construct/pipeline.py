@@ -4,23 +4,24 @@ then a posterior-driven core; with `certify=True`, its certificate."""
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from .. import io as _io
-from .. import posterior_driven as _posterior_driven
-from .. import projection as _projection
+from ..interop import io as _io
+from ..posterior_driven import support as _support  # (registers the posterior-driven methods)
+from ..features import projection as _projection
 from ..core import Coreset, Model
 from ..core import checks as _checks
 from ..core import validate as _validate
 from ..registry import resolve
-from .posterior import (_compact_start, _pad_result, _resolve_support, _warn_stuck_chains, _warn_unfinished,
-                        compiled_coreset_fn, default_start, resolve_pi_hat, start_from)
+from .posterior import compiled_coreset_fn, default_start, resolve_pi_hat, start_from
 from . import auto_size as _auto_size
 from .memory import check_fits
-from .vectors import _build, _check_finite_result, _key_data, _key_for, build
+from .vectors import build, build_checked, check_finite_result, key_data, key_for
 
 __all__ = ["coreset"]
 
@@ -90,17 +91,17 @@ def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = N
     n = _checks.check_model_data(model, data)
     size = _validate.check_size(size, n)
     num_features = _validate.check_positive_int(num_features, "num_features")
-    support_method = _resolve_support(support, construction)
+    support_method = _support.resolve_support(support, construction)
     if support_rows is not None and support_method is None:
         raise ValueError("support_rows: only a posterior-driven method started from a vector method's coreset "
                          "(support=...) projects rows; leave support_rows unset")
-    rows = _posterior_driven.support.resolve_rows(support_rows, n, size)
+    rows = _support.resolve_rows(support_rows, n, size)
     if construction.needs == "posterior":
         opts = construction.check_options(options)
         construction.make(model, size, **dict(opts))  # every option's value checked before any work
     # As cj.build: a random method needs a key; a deterministic one defaults to key(0), so that the
     # projection (and the whole coreset) repeats exactly.
-    key = _key_for(construction, key)
+    key = key_for(construction, key)
     key_pi, key_theta, key_proj, key_solve = _validate.split_key(key, 4)
     if construction.needs == "posterior":
         return _posterior(model, data, n, size, construction, opts, key, support_method, rows, pi_hat, init,
@@ -111,9 +112,9 @@ def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = N
     approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
     V, stats = _projection.features(model, data, approx, key_theta, key_proj, norm, num_features, dtype)
     compress, compress_tol = options.pop("compress", "auto"), options.pop("compress_tol", 3e-3)
-    cs = _build(V, stats, size, construction, key_solve, compress, compress_tol, options)
+    cs = build_checked(V, stats, size, construction, key_solve, compress, compress_tol, options)
     cs = Coreset(cs.indices, cs.weights, cs.info, cs.method,
-                 dict(cs.settings, norm=norm, num_features=num_features, key=_key_data(key),
+                 dict(cs.settings, norm=norm, num_features=num_features, key=key_data(key),
                       data_digest=_io.digest(data)))
     return (cs, V) if return_vectors else cs
 
@@ -133,19 +134,18 @@ def _posterior(model, data, n, size, construction, opts, key, support_method, ro
         start = start_from(approx, key_theta)
     if support_method is not None:
         thetas = approx.sample(key_theta, num_features)
-        start_cs, V = _posterior_driven.support.support_start(model, data, size, support_method, thetas,
-                                                              key_proj, rows=rows, build=build, norm=norm,
-                                                              dtype=dtype)
-        initial, slots = _compact_start(start_cs, size)
+        start_cs, V = _support.support_start(model, data, size, support_method, thetas, key_proj, rows=rows,
+                                             build=build, norm=norm, dtype=dtype)
+        initial, slots = _support.compact_start(start_cs, size)
     solve = compiled_coreset_fn(model, construction, slots, opts)
-    cs = _check_finite_result(solve(key_solve, jax.tree_util.tree_map(jnp.asarray, data), start, initial=initial))
+    cs = check_finite_result(solve(key_solve, jax.tree_util.tree_map(jnp.asarray, data), start, initial=initial))
     if support_method is not None:
-        cs = _pad_result(cs, size, support_method.name)
+        cs = _support.pad_result(cs, size, support_method.name)
         cs = Coreset(cs.indices, cs.weights, dict(cs.info, support_rows=rows), cs.method)
     _warn_stuck_chains(cs.info, construction.name)
     _warn_unfinished(cs.info, construction.name)
     cs = Coreset(cs.indices, cs.weights, cs.info, cs.method, {
-        "method": construction.name, "size": size, "options": dict(opts), "key": _key_data(key),
+        "method": construction.name, "size": size, "options": dict(opts), "key": key_data(key),
         "N": n, "time_s": time.perf_counter() - start_time,
         "support": "uniform" if support_method is None else support_method.name,
         "data_digest": _io.digest(data),
@@ -186,7 +186,7 @@ def _auto(model, data, size, method, key, tol, *, norm, num_features, pi_hat, dt
                 break
             except ValueError:
                 limit //= 2
-    key = _key_for(construction, key)
+    key = key_for(construction, key)
     key_pi, key_theta, key_proj, key_solve = _validate.split_key(key, 4)
     approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
     V, stats = _projection.features(model, data, approx, key_theta, key_proj, norm, num_features, dtype)
@@ -196,9 +196,9 @@ def _auto(model, data, size, method, key, tol, *, norm, num_features, pi_hat, dt
     def build_at(m: int) -> Coreset:
         check_fits(construction, m, shape, vdtype, device, opts)
         extra = {k: v for k, v in options.items() if k not in ("compress", "compress_tol")}
-        cs = _build(V, stats, m, construction, key_solve, compress, compress_tol, extra)
+        cs = build_checked(V, stats, m, construction, key_solve, compress, compress_tol, extra)
         return Coreset(cs.indices, cs.weights, cs.info, cs.method,
-                       dict(cs.settings, norm=norm, num_features=num_features, key=_key_data(key),
+                       dict(cs.settings, norm=norm, num_features=num_features, key=key_data(key),
                             data_digest=digest, N=n))
 
     cs = _auto_size.auto_coreset(model, data, n, tol, limit, construction, jax.random.fold_in(key, 1), build_at)
@@ -220,3 +220,36 @@ def _certified(model: Model, data: Any, cs: Coreset, key: Optional[jax.Array]) -
     cert = certify(model, data, cs, draws)
     warn_if_unreliable(cert, cs.method, stacklevel=3)
     return cs.with_certificate(cert)
+
+
+STUCK_ACCEPTANCE = 0.01
+
+
+def _warn_stuck_chains(info: dict, name: str) -> None:
+    """A chain that accepts (almost) nothing feeds the weight updates a point mass: its draws and the
+    weights they shaped are not to be trusted, and nothing else would say so."""
+    acc = info.get("acceptance_rate")
+    if acc is None:
+        return
+    acc = np.asarray(acc)
+    stuck = int(np.sum(acc < STUCK_ACCEPTANCE))
+    if stuck:
+        warnings.warn(f"{name}: {stuck} of {acc.size} chains accepted under {STUCK_ACCEPTANCE:.0%} of their final "
+                      f"draws (acceptance {np.round(acc, 3).tolist()}): they are stuck, so the weights and "
+                      "info['samples'] are unreliable; try kernel='nuts', more num_warmup, or a larger size",
+                      RuntimeWarning, stacklevel=3)
+
+
+def _warn_unfinished(info: dict, name: str) -> None:
+    """Say when a posterior-driven run stopped at a cap rather than by its own test. (A run that keeps its
+    start because training did not lower the KL estimate is not a failure: `info["fell_back"]` says so.)"""
+    if "converged" in info and not bool(np.asarray(info["converged"])):
+        stopped = int(np.asarray(info.get("stopped_by", 0)))
+        why = "the time budget" if stopped == 3 else "the cap, num_iters"
+        warnings.warn(f"{name}: the weights had not settled after {int(np.asarray(info['iterations']))} "
+                      f"iterations ({why}; drift KL {float(np.asarray(info['drift_kl'])):.3g} between the last "
+                      "checkpoints): raise num_iters for a settled answer", RuntimeWarning, stacklevel=3)
+    if "hot_start_converged" in info and not bool(np.asarray(info["hot_start_converged"])):
+        warnings.warn(f"{name}: the hot start reached its cap ({int(np.asarray(info['hot_start_steps']))} steps) "
+                      "before the chains' log potentials passed the stationarity test; training started anyway",
+                      RuntimeWarning, stacklevel=3)

@@ -1,18 +1,16 @@
-"""The pure cores of the posterior-driven constructions (`coreset_fn`), their start (pi_hat's Gaussian summary),
-where their points come from (`support=`), and the warnings about their chains."""
+"""The pure cores of the posterior-driven constructions (`coreset_fn`) and their start (pi_hat's Gaussian
+summary); where their points come from (`support=`) is `posterior_driven.support`'s."""
 
 from __future__ import annotations
 
 import functools
 import inspect
-import warnings
 from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from .. import pihat as _pihat
+from ..weighting import pihat as _pihat
 from ..compilation import loop_jit_options
 from .. import progress as _progress
 from ..core import Coreset, Model, initial_theta
@@ -20,7 +18,7 @@ from ..core import checks as _checks
 from ..core import validate as _validate
 from ..core import compiled as _compiled_fns
 from ..registry import Construction, Start, resolve
-from .vectors import _as_key, _finish
+from .vectors import as_key, finish
 
 __all__ = ["compiled_coreset_fn", "coreset_fn", "default_start", "resolve_pi_hat", "start_from"]
 
@@ -68,12 +66,12 @@ def coreset_fn(model: Model, method: Any, size: int, **options):
         if data_weights is None:
             data_weights = jnp.ones(n, jnp.result_type(start.mean.dtype, jnp.float32))
         if initial is None:
-            indices, weights, info = core(_as_key(key), data, start, data_weights)
+            indices, weights, info = core(as_key(key), data, start, data_weights)
         elif not takes_initial:
             raise ValueError(f"initial: {construction.name} does not take a starting coreset")
         else:
-            indices, weights, info = core(_as_key(key), data, start, data_weights, initial)
-        return _finish(indices, weights, info, construction.name)
+            indices, weights, info = core(as_key(key), data, start, data_weights, initial)
+        return finish(indices, weights, info, construction.name)
 
     return solve
 
@@ -122,79 +120,3 @@ def resolve_pi_hat(pi_hat: Any, model: Model, data: Any, key: jax.Array, init: A
         return pi_hat
     _checks.check_theta(model, data, pi_hat, "pi_hat", ndim=2)
     return _pihat.samples(pi_hat)
-
-
-def _compact_start(start: Coreset, size: int) -> tuple[tuple[jax.Array, jax.Array], int]:
-    """The start's live points first, in `slots` = the next power of two >= their number (at most `size`):
-    the refinement only moves live weights, and its chains then evaluate `slots` rows, not `size` (a greedy
-    support of 21 points at M = 1000 costs 1/48 as much per step). Powers of two bound the compilations."""
-    weights = np.asarray(start.weights)
-    live = np.flatnonzero(weights > 0)
-    if live.size == 0:
-        raise ValueError("support: the starting coreset has no point with positive weight")
-    slots = min(size, 1 << int(np.ceil(np.log2(max(live.size, 2)))))
-    order = np.concatenate([live, np.flatnonzero(weights <= 0)])[:slots]
-    return (jnp.asarray(np.asarray(start.indices)[order], jnp.int32), jnp.asarray(weights[order])), slots
-
-
-def _pad_result(cs: Coreset, size: int, support: str) -> Coreset:
-    """A refinement run on compacted slots, padded back to `size` (padding: row 0, weight 0)."""
-    pad = size - cs.weights.shape[0]
-    info = dict(cs.info, support=support)
-    for name in ("initial_weights", "final_iterate"):
-        if name in info:
-            info[name] = jnp.pad(info[name], (0, pad))
-    return Coreset(jnp.pad(cs.indices, (0, pad)), jnp.pad(cs.weights, (0, pad)), info, cs.method)
-
-
-def _resolve_support(support: Any, construction: Construction) -> Optional[Construction]:
-    """None for the papers' uniform start, else the vector method whose coreset starts the optimisation."""
-    if support is None:
-        if construction.default_support is None:
-            return None
-        support = construction.default_support
-    if isinstance(support, str) and support == "uniform":
-        return None
-    if construction.needs != "posterior":
-        raise ValueError(f"support: only posterior-driven methods take a support; {construction.name} is a "
-                         "vector method (leave support unset)")
-    method = resolve(support, needs="vectors", argument="support")
-    if method.name == "uniform":
-        return None
-    if not construction.takes_start:
-        raise ValueError(f"support: {construction.name} builds its own support and takes no starting coreset; "
-                         "leave support unset")
-    return method
-
-
-STUCK_ACCEPTANCE = 0.01
-
-
-def _warn_stuck_chains(info: dict, name: str) -> None:
-    """A chain that accepts (almost) nothing feeds the weight updates a point mass: its draws and the
-    weights they shaped are not to be trusted, and nothing else would say so."""
-    acc = info.get("acceptance_rate")
-    if acc is None:
-        return
-    acc = np.asarray(acc)
-    stuck = int(np.sum(acc < STUCK_ACCEPTANCE))
-    if stuck:
-        warnings.warn(f"{name}: {stuck} of {acc.size} chains accepted under {STUCK_ACCEPTANCE:.0%} of their final "
-                      f"draws (acceptance {np.round(acc, 3).tolist()}): they are stuck, so the weights and "
-                      "info['samples'] are unreliable; try kernel='nuts', more num_warmup, or a larger size",
-                      RuntimeWarning, stacklevel=3)
-
-
-def _warn_unfinished(info: dict, name: str) -> None:
-    """Say when a posterior-driven run stopped at a cap rather than by its own test. (A run that keeps its
-    start because training did not lower the KL estimate is not a failure: `info["fell_back"]` says so.)"""
-    if "converged" in info and not bool(np.asarray(info["converged"])):
-        stopped = int(np.asarray(info.get("stopped_by", 0)))
-        why = "the time budget" if stopped == 3 else "the cap, num_iters"
-        warnings.warn(f"{name}: the weights had not settled after {int(np.asarray(info['iterations']))} "
-                      f"iterations ({why}; drift KL {float(np.asarray(info['drift_kl'])):.3g} between the last "
-                      "checkpoints): raise num_iters for a settled answer", RuntimeWarning, stacklevel=3)
-    if "hot_start_converged" in info and not bool(np.asarray(info["hot_start_converged"])):
-        warnings.warn(f"{name}: the hot start reached its cap ({int(np.asarray(info['hot_start_steps']))} steps) "
-                      "before the chains' log potentials passed the stationarity test; training started anyway",
-                      RuntimeWarning, stacklevel=3)

@@ -12,21 +12,22 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import solvers as _solvers  # noqa: F401 (registers the vector methods first, so they list first)
-from .. import compress as _compress
+from ..features.compress import auto_compress, compress as compress_low_rank  # (`compress` is build's option)
 from .. import progress as _progress
-from .. import sharding as _sharding
+from ..core import mesh as _mesh
 from ..core import Coreset, take_rows
 from ..core import validate as _validate
-from .. import projection as _projection
+from ..features import projection as _projection
 from ..registry import Construction, resolve
 from ..solvers.base import make_problem, run
 from ..solvers.ops import refit_support
 from ..core import compiled as _compiled_fns
 
-__all__ = ["build", "build_fn", "relative_error", "rescaled"]
+__all__ = ["as_key", "build", "build_checked", "build_fn", "check_finite_result", "finish", "key_data", "key_for",
+           "relative_error", "rescaled"]
 
 
-def _as_key(key: jax.Array) -> jax.Array:
+def as_key(key: jax.Array) -> jax.Array:
     """A typed key from a typed or raw (uint32[2]) key; a static dtype test, so it is fine under jit."""
     return key if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else jax.random.wrap_key_data(key)
 
@@ -38,7 +39,7 @@ def _support_error(V: jax.Array, target: jax.Array, indices: jax.Array, weights:
     return jnp.where(scale > 0, residual / jnp.where(scale > 0, scale, 1.0), residual)
 
 
-def _finish(indices, weights, info, method: str) -> Coreset:
+def finish(indices, weights, info, method: str) -> Coreset:
     """The core's result: finiteness reported in `info` (never a host sync inside the core)."""
     info = dict(info, finite=jnp.all(jnp.isfinite(weights)))
     return Coreset(indices.astype(jnp.int32), weights, info, method)
@@ -50,7 +51,7 @@ def build_fn(method: Any, size: int, *, refit: bool = False, **options):
     `jax.vmap(build_fn("giga", 100), in_axes=(None, 0))(V, keys)` runs a batch of trials in one call; the
     result's arrays gain a leading batch axis. With V sharded along N (`cj.shard`), rows are gathered with the
     mesh-aware `take_rows`, so V is never all-gathered: under `jax.set_mesh`, and also from a plain
-    `jax.jit(solve)(V, key)`, which traces under the mesh V lives on (`sharding.input_mesh`).
+    `jax.jit(solve)(V, key)`, which traces under the mesh V lives on (`core.mesh.input_mesh`).
 
     Args:
       method: a name in `cj.METHODS` or a vector `cj.Construction`.
@@ -70,19 +71,19 @@ def build_fn(method: Any, size: int, *, refit: bool = False, **options):
 
     def solve(V: jax.Array, key: jax.Array) -> Coreset:
         # jit without jax.set_mesh: trace under the mesh V lives on, so rows are read where they live
-        with _sharding.input_mesh(V):
+        with _mesh.input_mesh(V):
             return _solve(V, key)
 
     def _solve(V: jax.Array, key: jax.Array) -> Coreset:
         if V.ndim != 2 or size > V.shape[0]:
             raise ValueError(f"size: must be at most N = {V.shape[0]} (V of shape {V.shape})")
         problem = make_problem(V)
-        indices, weights, info = run(solver, problem, _as_key(key))
+        indices, weights, info = run(solver, problem, as_key(key))
         if refit:
             _, weights, result = refit_support(problem, indices, weights)
             info = dict(info, refit_iterations=result.iterations, refit_kkt=result.kkt)
         info = dict(info, relative_error=_support_error(V, problem.target, indices, weights))
-        return _finish(indices, weights, info, construction.name)
+        return finish(indices, weights, info, construction.name)
 
     return solve
 
@@ -98,7 +99,8 @@ def _compiled_build(construction: Construction, size: int, options: tuple):
     return _compiled_build_for(construction, size, options, _progress.is_enabled())
 
 
-def _check_finite_result(cs: Coreset) -> Coreset:
+def check_finite_result(cs: Coreset) -> Coreset:
+    """`cs`, or FloatingPointError if its core reported non-finite weights (`finish`): on the host, after it."""
     if not bool(cs.info["finite"]):
         raise FloatingPointError(f"method {cs.method!r} produced non-finite weights; please report this "
                                  "with the input that caused it")
@@ -125,13 +127,15 @@ def rescaled(V: jax.Array, peak: Optional[float] = None) -> jax.Array:
     return V * jnp.asarray(2.0 ** -round(float(np.log2(peak))), V.dtype)
 
 
-def _key_for(construction: Construction, key: Any) -> jax.Array:
+def key_for(construction: Construction, key: Any) -> jax.Array:
+    """The checked key: required by a random method; a deterministic one defaults to `jax.random.key(0)`."""
     if construction.random:
         return _validate.check_key(key)
     return jax.random.key(0) if key is None else _validate.check_key(key)
 
 
-def _key_data(key: jax.Array) -> list:
+def key_data(key: jax.Array) -> list:
+    """The key's raw data as a list of ints, as a coreset's `settings["key"]` records it."""
     return np.asarray(jax.random.key_data(key)).ravel().tolist()
 
 
@@ -148,8 +152,8 @@ def build(V: Any, size: int, method: Any = "frank_wolfe", key: Optional[jax.Arra
       compress: "auto" (default), True or False: run the solver on A of V ~= A B^T (`cj.compress`), B
         orthonormal, which preserves every inner product in span(B). True compresses whenever
         ||V - A B^T||_F <= compress_tol ||V||_F with some r <= J. "auto" compresses only where it is safe
-        and pays (`cj.compress.auto_compress`): GIGA and Frank-Wolfe from 2^22 entries of V (N >= 8,389 at
-        J = 500), A-IHT from 2^24, OMP never; at least 16 iterations, and the tolerance met with r <= J / 2.
+        and pays (`features.compress.auto_compress`): GIGA and Frank-Wolfe from 2^22 entries of V (N >= 8,389
+        at J = 500), A-IHT from 2^24, OMP never; at least 16 iterations, and the tolerance met with r <= J / 2.
         Measured: GIGA and FW 5x faster at N = 20000, J = 500, with errors within 0.7% of the exact run's
         (benchmarks/results/fidelity.json). Then, by Eq. (*) of `cj.compress`, the error on V is the error on
         A plus the discarded part; when that part adds more than 5% (the discarded energy is the error floor,
@@ -176,44 +180,44 @@ def build(V: Any, size: int, method: Any = "frank_wolfe", key: Optional[jax.Arra
     check_fits(construction, _validate.check_size(size, V.shape[0]), V.shape, V.dtype,
                sorted(devices, key=lambda d: d.id)[0] if devices else None,
                construction.check_options({k: v for k, v in options.items() if k != "refit"}))
-    return _build(V, stats, size, construction, key, compress, compress_tol, options)
+    return build_checked(V, stats, size, construction, key, compress, compress_tol, options)
 
 
-def _build(V, stats, size, construction, key, compress, compress_tol, options) -> Coreset:
+def build_checked(V, stats, size, construction, key, compress, compress_tol, options) -> Coreset:
     """`build` after V's checks: `stats` is `projection.matrix_stats(V)`, from the caller's own pass."""
     V = rescaled(V, float(stats[1]))
     n = V.shape[0]
     size = _validate.check_size(size, n)
-    key = _key_for(construction, key)
+    key = key_for(construction, key)
     if not bool(stats[2]):
         raise ValueError("V: every row is zero, so there is nothing to approximate")
     refit = _validate.check_bool(options.pop("refit", False), "refit")
     opts = construction.check_options(options)
     start = time.perf_counter()
-    with _sharding.data_mesh(V):  # a sharded V is factored where it lives (compress.py): never gathered
+    with _mesh.data_mesh(V):  # a sharded V is factored where it lives (compress.py): never gathered
         packed = _maybe_compress(V, construction, size, options, compress, compress_tol)
     solve = _compiled_build(construction, size, opts + ((("refit", True),) if refit else ()))
     V_solve = V if packed is None else packed.A
-    with _sharding.data_mesh(V_solve):  # V sharded along N: trace under its mesh (no-op otherwise)
+    with _mesh.data_mesh(V_solve):  # V sharded along N: trace under its mesh (no-op otherwise)
         cs = solve(V_solve, key)
     if packed is not None and compress == "auto":
         # Eq. (*) of cj.compress: error^2 on V = error^2 on A + ||E^T (1 - w)||^2. Keep the compressed run only
         # if the discarded part adds at most 5% to the error; otherwise it is the error floor, so run exactly.
-        with _sharding.data_mesh(V):
+        with _mesh.data_mesh(V):
             on_v, on_a = _errors_on_v_and_a(V, packed.target, packed.A, cs.indices, cs.weights)
         if not float(on_v) <= 1.05 * float(on_a):
             packed = None
-            with _sharding.data_mesh(V):
+            with _mesh.data_mesh(V):
                 cs = solve(V, key)
-    cs = _check_finite_result(cs)
+    cs = check_finite_result(cs)
     if packed is not None:
-        with _sharding.data_mesh(V):
+        with _mesh.data_mesh(V):
             error = _full_error(V, packed.target, cs.indices, cs.weights)
         cs = Coreset(cs.indices, cs.weights, dict(
             cs.info, rank=jnp.asarray(packed.rank), discarded_norm=jnp.asarray(packed.discarded_norm),
             sigma_next=jnp.asarray(packed.sigma_next), relative_error=error), cs.method)
     settings = {"method": construction.name, "size": size, "options": dict(opts), "refit": refit,
-                "key": _key_data(key), "N": n, "J": int(V.shape[1]), "compressed": packed is not None,
+                "key": key_data(key), "N": n, "J": int(V.shape[1]), "compressed": packed is not None,
                 "time_s": time.perf_counter() - start}
     return Coreset(cs.indices, cs.weights, cs.info, cs.method, settings)
 
@@ -225,8 +229,8 @@ def _maybe_compress(V, construction: Construction, size: int, options: dict, com
     if compress is False or construction.random:
         return None
     if compress == "auto":
-        return _compress.auto_compress(V, construction.name, size, options, tol)
-    return _compress.compress(V, tol)
+        return auto_compress(V, construction.name, size, options, tol)
+    return compress_low_rank(V, tol)
 
 
 @_compiled_fns.jit
@@ -288,7 +292,7 @@ def relative_error(V: jax.Array, weights: Any, squared: bool = False) -> jax.Arr
     acc = jnp.promote_types(V.dtype, jnp.float32)  # an integer V counts as float32 (float64 under x64)
     acc = acc if jnp.issubdtype(acc, jnp.floating) else jnp.result_type(float)
     if isinstance(weights, Coreset):
-        approx = weights.weights.astype(acc) @ _sharding.take_rows(V, weights.indices).astype(acc)
+        approx = weights.weights.astype(acc) @ take_rows(V, weights.indices).astype(acc)
     else:
         approx = jnp.asarray(weights, acc) @ V.astype(acc)
     Vf = V.astype(acc)

@@ -1,6 +1,7 @@
-"""The core every stage imports: `Model` and the weighted log density, the row accessor, `Coreset`, and
-input validation. Nothing here imports another stage (pi_hat, projection, construction, inference,
-metrics), so the dependency arrows point one way: stages -> core.
+"""The core every stage imports: `Model` and the weighted log density, the row accessor, the mesh a sharded
+input lives on and chunked sources (`rows`, `mesh`, `chunks`), `Coreset`, and input validation. Nothing here
+imports another stage (pi_hat, projection, construction, inference, metrics), so the dependency arrows point
+one way: stages -> core.
 """
 
 from . import validate

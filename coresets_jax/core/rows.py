@@ -16,12 +16,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-__all__ = ["inverse_cdf", "take_data", "take_rows", "top_k"]
+__all__ = ["current_axes", "inverse_cdf", "take_data", "take_rows", "top_k"]
 
 Array = jax.Array
 
 
-def _current_axes(length: int) -> Optional[tuple]:
+def current_axes(length: int) -> Optional[tuple]:
     """The current mesh's Auto axes of size > 1 (inside a shard_map body they are Manual: none left).
 
     None when there is no such mesh, or when `length` does not split evenly over it (a small array that is
@@ -44,7 +44,7 @@ def take_rows(x: Array, idx: Array) -> Array:
     the traffic is the rows themselves rather than an all-gather of x. Out-of-range idx gives zeros there
     instead of a clamped row.
     """
-    axes = _current_axes(x.shape[0])
+    axes = current_axes(x.shape[0])
     if axes is None:
         return x[idx]
 
@@ -82,7 +82,7 @@ def top_k(x: Array, k: int) -> tuple[Array, Array]:
 
 def _top_k(x: Array, k: int) -> tuple[Array, Array]:
     """The mesh-aware top-k in x's own dtype (`top_k`)."""
-    axes = _current_axes(x.shape[0])
+    axes = current_axes(x.shape[0])
     if axes is None:
         return jax.lax.top_k(x, k)
 
@@ -109,7 +109,7 @@ def inverse_cdf(weights: Array, u: Array, *, cumulative: bool = False) -> Array:
     all-gather of one float per device), counts locally, and a `psum` of the counts gives the global answer;
     the weights are never gathered.
     """
-    axes = _current_axes(weights.shape[0])
+    axes = current_axes(weights.shape[0])
     if axes is None:
         return jnp.searchsorted(weights if cumulative else jnp.cumsum(weights), u, side="right")
 

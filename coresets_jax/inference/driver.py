@@ -30,7 +30,7 @@ from .kernels import Tuning
 from .warmup import adapter_for as warmup_adapter_for
 from .warmup import warmup
 
-__all__ = ["PROGRESS_MIN_WORK", "SamplerStats", "init_chains", "sample_fn", "step_chains"]
+__all__ = ["PROGRESS_MIN_WORK", "SamplerStats", "init_chains", "run_chain", "sample_fn", "step_chains"]
 
 Array = jax.Array
 
@@ -109,8 +109,8 @@ def _tick_if(pred, count, total: int, desc: str, every: int) -> None:
     jax.lax.cond(pred, lambda c: _progress.tick(c, total, desc, every), lambda c: c, count)
 
 
-def _chain(method: str, logdensity_fn: Callable, settings: dict, num_samples: int, num_warmup: int, thin: int,
-           show_progress: bool = False):
+def run_chain(method: str, logdensity_fn: Callable, settings: dict, num_samples: int, num_warmup: int, thin: int,
+              show_progress: bool = False):
     """`chain(key, position, tuning0) -> (draws, SamplerStats)`: warm-up, then `num_samples` draws of `thin`
     steps each. NUTS and HMC (window adaptation) run both phases in one scan (`_one_scan_chain`); the
     Metropolis and Gibbs kernels in two (`_two_scan_chain`). Both give the same draws for the same key."""
@@ -247,8 +247,8 @@ def sample_fn(model: Model, method: str = "nuts", *, num_samples: int, num_warmu
         logdensity_fn = weighted_log_density(model, rows, weights)
         num_rows = jax.tree_util.tree_leaves(rows)[0].shape[0]
         work = init_positions.shape[0] * (num_warmup + thin * num_samples) * num_rows * init_positions.shape[1]
-        chain = _chain(method, logdensity_fn, settings, num_samples, num_warmup, thin,
-                       show_progress and _progress.is_enabled() and work >= PROGRESS_MIN_WORK)
+        chain = run_chain(method, logdensity_fn, settings, num_samples, num_warmup, thin,
+                          show_progress and _progress.is_enabled() and work >= PROGRESS_MIN_WORK)
         tuning0 = _kernels.initial_tuning(method, init_cov, settings)
         keys = jax.random.split(key, init_positions.shape[0])
         return jax.vmap(chain, in_axes=(0, 0, None))(keys, init_positions, tuning0)

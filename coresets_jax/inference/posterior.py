@@ -94,7 +94,7 @@ class Posterior:
         otherwise one variable `var_name` of shape (chain, draw, D). `az.summary(post.to_arviz())` and
         `az.plot_trace(post.to_arviz())` then work as usual.
         """
-        from ..arviz_export import to_arviz
+        from ..interop.arviz_export import to_arviz
 
         return to_arviz(self, var_name=var_name)
 

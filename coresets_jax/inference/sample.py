@@ -24,7 +24,7 @@ from ..compilation import fast_jit, loop_jit_options
 from ..core import Model, initial_theta, weighted_log_density
 from ..core import checks as _checks
 from ..core import validate as _validate
-from ..pihat import gaussian_draws, laplace_fn
+from ..weighting.pihat import gaussian_draws, laplace_fn
 from . import kernels as _kernels
 from .driver import sample_fn
 from .posterior import Posterior, check_diagnostics, diagnostics

@@ -169,7 +169,7 @@ def _log_normalizer_constant(tau: float, dim: int) -> float:
         return float(log_vmf_normalizer(jnp.asarray(tau), dim))
 
 
-def _component_logits(x: Array, params: VMFParams, tau) -> Array:
+def component_logits(x: Array, params: VMFParams, tau) -> Array:
     """log omega_k + log f_vMF(x_n; mu_k, tau), shape (..., K)."""
     log_c = (_log_normalizer_constant(float(tau), x.shape[-1]) if isinstance(tau, (int, float))
              else log_vmf_normalizer(tau, x.shape[-1]))
@@ -191,7 +191,7 @@ def vmf_mixture(num_components: int = 6, dim: int = 3, tau: float = 50.0) -> Mod
         raise ValueError(f"tau: must be positive, got {tau}")
 
     def log_likelihood(theta, x):
-        return logsumexp(_component_logits(x, unpack(theta, num_components, dim), tau))
+        return logsumexp(component_logits(x, unpack(theta, num_components, dim), tau))
 
     def log_prior(theta):
         # Unif(S^{D-1})^K x Dir(1): log density -K log|S^{D-1}| + log Gamma(K).

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
 from ..core import compiled
-from .vmf import VMFParams, pack, sample_vmf, _component_logits
+from .vmf import VMFParams, component_logits, pack, sample_vmf
 
 __all__ = ["ConditionalPiHat", "EMResult", "GibbsSamples", "conditional_pihat", "em", "gibbs", "gibbs_core"]
 
@@ -41,14 +41,14 @@ def _em(key, x, w, num_components, tau, iterations):
     params = VMFParams(x[start], jnp.full(num_components, 1.0 / num_components, x.dtype))
 
     def body(_, params):
-        z = jax.nn.softmax(_component_logits(x, params, tau), axis=-1) * w[:, None]
+        z = jax.nn.softmax(component_logits(x, params, tau), axis=-1) * w[:, None]
         xbar = z.T @ x
         norm = jnp.linalg.norm(xbar, axis=-1, keepdims=True)
         mu = jnp.where(norm > 0, xbar / jnp.maximum(norm, 1e-30), params.mu)
         return VMFParams(mu, jnp.sum(z, 0) / jnp.sum(w))
 
     params = jax.lax.fori_loop(0, iterations, body, params)
-    logits = _component_logits(x, params, tau)
+    logits = component_logits(x, params, tau)
     z = jax.nn.softmax(logits, axis=-1) * w[:, None]
     return EMResult(params, z, jnp.sum(w * logsumexp(logits, axis=-1)))
 
@@ -131,7 +131,7 @@ def gibbs_core(key, x, w, init_mu, init_omega, tau, num_samples, num_warmup, thi
 
     def step(params, key):
         kz, kp = jax.random.split(key)
-        logits = _component_logits(x, params, tau)
+        logits = component_logits(x, params, tau)
         # Eq. 7.7: z_n ~ Multi(ceil(w_n), gamma_n), then z_n <- (w_n / ceil(w_n)) z_n.
         if unit_counts:
             labels = jax.random.categorical(kz, logits, axis=-1)

@@ -29,10 +29,11 @@ from ..core import Model, log_likelihoods, take_data, top_k, weighted_log_densit
 from ..core.rows import inverse_cdf
 from ..core import validate as _validate
 from ..inference import kernels as _kernels
-from ..inference.driver import init_chains
+from ..inference.driver import init_chains, step_chains
 from ..inference.warmup import warmup
-from ..pihat import laplace_fn
+from ..weighting.pihat import laplace_fn
 from ..registry import Start
+from .optimizers import stationarity_statistic
 
 Array = jax.Array
 
@@ -343,9 +344,6 @@ def run_until_stationary(key: Array, kernel: str, logdensity_fn, chains, tuning,
     (hot-dog.md §2.1: the median over chains of the statistic H1 at most `threshold`, checked every
     `every` steps from step 3 D on), or for `cap` steps. Returns (chains, steps taken, passed, carry), where
     `on_step(carry, chains) -> carry` may record each step's states."""
-    from ..inference.driver import step_chains
-    from .optimizers import stationarity_statistic
-
     dtype = chains.logdensity.dtype
     k = chains.logdensity.shape[0]
 

@@ -51,7 +51,7 @@ import jax.numpy as jnp
 from .. import progress as _progress
 from ..core import Model, weighted_log_density
 from ..inference import kernels as _kernels
-from ..inference.driver import _chain, step_chains
+from ..inference.driver import run_chain, step_chains
 from . import budget as _budget
 from .common import (CHAIN_INITS, check_bool, check_count, check_kernel, check_positive, check_subsample,
                      default_subsample, kl_estimate, run_until_stationary, set_up)
@@ -233,7 +233,7 @@ def quasi_newton(model: Model, size: int, kernel: str = "auto", kernel_settings:
                 z = jax.random.normal(key, (num_draws, num_chains, d), dtype)
                 return chains, (mean.astype(dtype) + z @ chol.T)
             if fresh_chains:
-                chain = _chain(kernel, density, settings, num_draws, num_warmup, 1)
+                chain = run_chain(kernel, density, settings, num_draws, num_warmup, 1)
                 tuning0 = _kernels.initial_tuning(kernel, tuning_cov, settings)
                 draws, _ = jax.vmap(chain, in_axes=(0, 0, None))(jax.random.split(key, num_chains),
                                                                   chains.position, tuning0)

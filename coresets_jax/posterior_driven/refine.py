@@ -8,7 +8,7 @@ posterior (O(M D^2), no full-data pass), a preconditioned slice sampler, the con
 the full-data log-likelihood, the natural-gradient step (Coreset MCMC) or the paired choice of iterates
 (quasi-Newton), and a stop once the paired KL estimate stops falling.
 
-1. The start's live points are compacted into the next power of two slots (`_compact_start`), and its
+1. The start's live points are compacted into the next power of two slots (`support.compact_start`), and its
    posterior's Laplace fit on those rows anchors the chains and the control variate.
 2. The method's core runs from it under a wall-clock budget (`budget.py`): by default `BUDGET_FACTOR`
    times the start's own construction time (`coreset.settings["time_s"]`), at least `MIN_BUDGET_S`
@@ -34,11 +34,12 @@ import numpy as np
 from ..core import Coreset, Model, take_data
 from ..core import checks as _checks
 from ..core import validate as _validate
-from ..pihat import laplace_fn
+from ..weighting.pihat import laplace_fn
 from ..registry import Start, resolve
 from . import budget as _budget
 from .coreset_mcmc import REFINE_OPTIONS as _CMC
 from .quasi_newton import REFINE_OPTIONS as _QN
+from .support import compact_start, pad_result
 
 __all__ = ["BUDGET_FACTOR", "MIN_BUDGET_S", "REFINE_OPTIONS", "refine"]
 
@@ -85,7 +86,7 @@ def refine(model: Model, data: Any, coreset: Coreset, key: jax.Array, method: An
       and the core's diagnostics (`stopped_by`, `iterations`, ...).
     """
     from ..certification import certify
-    from ..construct.posterior import _compact_start, _pad_result, compiled_coreset_fn
+    from ..construct.posterior import compiled_coreset_fn
 
     if not isinstance(model, Model):
         raise ValueError(f"model: expected a cj.Model, got {type(model).__name__}")
@@ -116,7 +117,7 @@ def refine(model: Model, data: Any, coreset: Coreset, key: jax.Array, method: An
     budget = _budget_for(coreset, time_budget)
 
     size = coreset.capacity
-    initial, slots = _compact_start(coreset, size)
+    initial, slots = compact_start(coreset, size)
     data = jax.tree_util.tree_map(jnp.asarray, data)
     start = _start_of(model, data, initial, init)
     solve = compiled_coreset_fn(model, construction, slots, opts)
@@ -125,7 +126,7 @@ def refine(model: Model, data: Any, coreset: Coreset, key: jax.Array, method: An
         trained = solve(key, data, start, initial=initial)
         jax.block_until_ready(trained.weights)
     seconds = time.perf_counter() - t0
-    trained = _pad_result(trained, size, coreset.method or "given")
+    trained = pad_result(trained, size, coreset.method or "given")
     info = dict(trained.info)
     if not bool(np.asarray(info.get("finite", True))):
         raise FloatingPointError(f"refine: {construction.name} produced non-finite weights; please report this")

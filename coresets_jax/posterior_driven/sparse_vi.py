@@ -31,6 +31,7 @@ import jax.numpy as jnp
 from .. import progress as _progress
 from ..core import Model, log_likelihoods, take_data
 from ..inference import kernels as _kernels
+from ..inference import sample_fn  # the sampling layer's pure core
 from .common import check_kernel
 
 __all__ = ["sparse_vi", "SparseVIState"]
@@ -63,8 +64,6 @@ def _sampler(model: Model, kernel: str, settings: dict, num_samples: int, num_wa
             chol = jnp.linalg.cholesky(c)
             return mean + jax.random.normal(key, (num_samples, mean.shape[0]), mean.dtype) @ chol.T
         return draw
-
-    from ..inference import sample_fn  # the sampling layer's pure core
 
     run = sample_fn(model, kernel, num_samples=num_samples, num_warmup=num_warmup, num_chains=1, **settings)
 

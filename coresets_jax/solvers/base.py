@@ -31,7 +31,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from .. import progress
-from ..core.rows import _current_axes, take_rows, top_k  # mesh-aware x[idx], lax.top_k
+from ..core.rows import current_axes, take_rows, top_k  # mesh-aware x[idx], lax.top_k
 from .least_squares import two_sum
 
 __all__ = [
@@ -120,7 +120,7 @@ def column_sum(V: Array, dtype=None) -> Array:
     device) and added in device order, so V is never gathered.
     """
     dtype = jnp.promote_types(V.dtype, jnp.float32) if dtype is None else dtype
-    axes = _current_axes(V.shape[0])
+    axes = current_axes(V.shape[0])
     if axes is None:
         if _mesh_axes():  # a mesh that does not split N evenly: a plain sum, which any layout allows
             return jnp.sum(V.astype(dtype), axis=0)

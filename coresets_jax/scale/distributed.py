@@ -24,12 +24,12 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from . import sharding as _sharding
-from .construct.posterior import coreset_fn, default_start, resolve_pi_hat, start_from
-from .construct.vectors import _key_for, build_fn, rescaled
-from .core import Coreset, Model
-from .core import validate as _validate
-from .registry import Construction, resolve
-from .core import compiled as _compiled_fns
+from ..construct.posterior import coreset_fn, default_start, resolve_pi_hat, start_from
+from ..construct.vectors import build_fn, key_for, rescaled
+from ..core import Coreset, Model
+from ..core import validate as _validate
+from ..registry import Construction, resolve
+from ..core import compiled as _compiled_fns
 
 __all__ = ["merged_coreset"]
 
@@ -81,7 +81,7 @@ def _merged_posterior(construction, model, data, size, num_shards, key, approx, 
     num_shards = _validate.check_int(num_shards, "num_shards", 1, n)
     rows = -(-n // num_shards)
     size = _validate.check_size(size, rows, "size")
-    key = _key_for(construction, key)
+    key = key_for(construction, key)
     extra = rows * num_shards - n
     pad = lambda a: jnp.concatenate([jnp.asarray(a), jnp.repeat(jnp.asarray(a)[-1:], extra, axis=0)])
     blocks = jax.tree_util.tree_map(lambda a: pad(a).reshape((num_shards, rows) + jnp.shape(a)[1:]), data)
@@ -159,7 +159,7 @@ def merged_coreset(V: Any, size: int, num_shards: Optional[int] = None, method: 
     num_shards = _validate.check_int(num_shards, "num_shards", 1, n)
     rows = -(-n // num_shards)
     size = _validate.check_size(size, rows, "size")
-    key = _key_for(construction, key)
+    key = key_for(construction, key)
     refit = options.pop("refit", False)
     opts = construction.check_options(options) + ((("refit", True),) if refit else ())
     if mesh is not None and (num_shards % devices or n != rows * num_shards):

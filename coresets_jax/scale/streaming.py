@@ -31,16 +31,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .core import checks as _checks
-from .core import validate as _validate
-from .construct.posterior import compiled_coreset_fn, start_from
-from .construct.vectors import build
-from .pihat import samples
-from .core.model import Model
-from .projection import project
-from .core import Coreset
-from .registry import resolve
-from .chunks import is_sliceable, iter_chunks
+from ..core import checks as _checks
+from ..core import validate as _validate
+from ..construct.posterior import compiled_coreset_fn, start_from
+from ..construct.vectors import build
+from ..weighting.pihat import samples
+from ..core.model import Model
+from ..features.projection import project
+from ..core import Coreset
+from ..registry import resolve
+from ..core.chunks import is_sliceable, iter_chunks
 from .stream_checkpoint import Checkpoint, Node, load_checkpoint, run_fingerprint, save_checkpoint
 
 __all__ = ["stream_coreset", "iter_chunks"]
@@ -248,9 +248,9 @@ def _stream_auto(model, chunks, size, thetas, key, tol, construction, *, chunk_s
     """`stream_coreset(..., tol=...)`: one pass builds the size-`size` coreset; then the size search of
     `construct.auto_size` reduces it (on its rows' projections, targeting their weighted sum, as a merge-reduce
     node does), draws each candidate's posterior on the selected rows and certifies it over the stream."""
-    from .certification import certify
-    from .construct import auto_size
-    from .inference import sample
+    from ..certification import certify
+    from ..construct import auto_size
+    from ..inference import sample
 
     tol = _validate.check_positive_float(tol, "tol")
     if construction.needs != "vectors":

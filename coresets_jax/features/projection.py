@@ -18,13 +18,14 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 
-from . import progress as _progress, sharding as _sharding
-from .compilation import fast_jit
-from .core import validate as _validate
-from .core import checks as _checks
-from .core.model import Model
-from .pihat import GaussianApproximation, gaussian_draws
-from .core import compiled
+from .. import progress as _progress
+from ..core import mesh as _mesh
+from ..compilation import fast_jit
+from ..core import validate as _validate
+from ..core import checks as _checks
+from ..core.model import Model
+from ..weighting.pihat import GaussianApproximation, gaussian_draws
+from ..core import compiled
 
 __all__ = ["NORMS", "auto_num_features", "features", "matrix_stats", "project", "project_fn"]
 
@@ -153,14 +154,14 @@ def project(model: Model, data: Any, thetas: Array, norm: str = "fisher", key: O
     compute = jnp.promote_types(dtype, jnp.float32)
     show = _show_progress(data, n, thetas.shape)
     coords = _fisher_coords(key, norm, *thetas.shape)
-    if _sharding.leading_mesh(data) is None:
+    if _mesh.leading_mesh(data) is None:
         V, stats = _project_checked(model, _cast_floats(data, compute), thetas.astype(compute), coords, norm,
                                     chunk_size, dtype, show)
         finite = bool(stats[0])
     else:
-        # Data sharded along N: each device projects its own rows (sharding.rowwise).
-        V = _sharding.rowwise(_project, _cast_floats(data, compute), thetas.astype(compute), coords,
-                              prefix=(model,), suffix=(norm, chunk_size, dtype, show))
+        # Data sharded along N: each device projects its own rows (core/mesh.py, rowwise).
+        V = _mesh.rowwise(_project, _cast_floats(data, compute), thetas.astype(compute), coords,
+                          prefix=(model,), suffix=(norm, chunk_size, dtype, show))
         finite = _validate.count_nonfinite(V) == 0
     if not finite:
         _raise_non_finite(model, data, thetas, V)
@@ -175,7 +176,7 @@ def features(model: Model, data: Any, approx: Any, key_theta: Array, key_proj: A
     Validated as `project` is (the caller has checked the model and data)."""
     n = _validate.num_rows(data)
     dtype = _check_dtype(dtype)
-    if not isinstance(approx, GaussianApproximation) or _sharding.leading_mesh(data) is not None:
+    if not isinstance(approx, GaussianApproximation) or _mesh.leading_mesh(data) is not None:
         V = project(model, data, approx.sample(key_theta, num_features), norm, key_proj, dtype=dtype)
         return V, matrix_stats_jit(V)
     shape = (num_features, approx.mean.shape[0])
@@ -248,7 +249,7 @@ def _chunk(chunk_size: Optional[int], thetas_shape: tuple, n: int) -> int:
 def _show_progress(data: Any, n: int, thetas_shape: tuple) -> bool:
     """Progress (tqdm via jax.debug.callback) on one device, for projections big enough to take a while
     (N J D >= 2^29); smaller or sharded ones trace no callback (benchmarks/investigations/progress_overhead.py)."""
-    return (_progress.is_enabled() and _sharding.leading_mesh(data) is None
+    return (_progress.is_enabled() and _mesh.leading_mesh(data) is None
             and n * thetas_shape[0] * thetas_shape[1] >= PROGRESS_MIN_WORK)
 
 

@@ -14,11 +14,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .compilation import fast_jit
-from .core import validate as _validate
-from .core import Model, initial_theta
-from .core import checks as _checks
-from .core import compiled
+from ..compilation import fast_jit
+from ..core import validate as _validate
+from ..core import Model, initial_theta
+from ..core import checks as _checks
+from ..core import compiled
 from . import laplace_mode as _mode
 
 __all__ = ["GaussianApproximation", "PriorSamples", "Samples", "laplace", "laplace_fn", "prior", "samples"]

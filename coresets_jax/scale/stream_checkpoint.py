@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .io import atomic_write
+from ..interop.io import atomic_write
 
 __all__ = ["Checkpoint", "Node", "load_checkpoint", "run_fingerprint", "save_checkpoint"]
 

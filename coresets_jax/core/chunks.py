@@ -8,7 +8,7 @@ from typing import Any, Iterable, Iterator, Optional
 import jax
 import numpy as np
 
-from .core import validate as _validate
+from . import validate as _validate
 
 __all__ = ["is_sliceable", "iter_chunks"]
 

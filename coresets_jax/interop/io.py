@@ -28,8 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .core.coreset import Coreset
-from .core.rows import take_rows
+from ..core.coreset import Coreset
+from ..core.rows import take_rows
 
 __all__ = ["FORMAT", "atomic_write", "digest", "fingerprint", "load", "read_metadata", "save"]
 
@@ -97,7 +97,7 @@ def digest(data: Any, rows: int = 64) -> str:
 
 
 def _versions() -> dict:
-    from . import __version__
+    from .. import __version__
     return {"coresets_jax": __version__, "jax": jax.__version__, "numpy": np.__version__,
             "python": platform.python_version()}
 

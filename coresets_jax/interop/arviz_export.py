@@ -18,10 +18,10 @@ import warnings
 import jax
 import numpy as np
 
-__all__ = ["to_arviz"]
+__all__ = ["load_arviz", "to_arviz"]
 
 
-def _arviz():
+def load_arviz():
     """The arviz module. Its first import warns (FutureWarning) about a coming refactor: that notice is
     ArviZ's to its own users, not something a coresets_jax user can act on, so it is not passed on."""
     try:
@@ -58,7 +58,7 @@ def to_arviz(post: Any, model: Optional[Any] = None, var_name: str = "theta"):
       InferenceData with groups `posterior` and `sample_stats` (`acceptance_rate`, `diverging`,
       `step_size`), and attributes `method`, `num_warmup`, `inference_library`.
     """
-    az = _arviz()
+    az = load_arviz()
     model = model if model is not None else getattr(post, "model", None)
     samples = np.asarray(post.samples)
     if samples.ndim != 3:

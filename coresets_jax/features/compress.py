@@ -34,10 +34,10 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
-from .core import compiled
-from .core.rows import inverse_cdf, take_rows
-from .core.validate import check_float
-from .sharding import input_mesh
+from ..core import compiled
+from ..core.rows import inverse_cdf, take_rows
+from ..core.validate import check_float
+from ..core.mesh import input_mesh
 
 __all__ = ["AUTO_METHODS", "Compressed", "auto_compress", "compress"]
 

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from .core.model import Model
+from ..core.model import Model
 
 __all__ = ["from_numpyro"]
 

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from .core import Model, log_likelihoods, weighted_sum
+from ..core import Model, log_likelihoods, weighted_sum
 
 __all__ = ["derivatives", "lbfgs", "newton", "objective"]
 
