@@ -162,11 +162,44 @@ def table_models(with_commit: bool, stem: str = "models") -> str:
     return "\n".join(lines)
 
 
+def table_vs_peers(with_commit: bool) -> str:
+    """Time to a posterior from a fresh process against NumPyro's NUTS and HMCECS (benchmarks/vs_peers.py)."""
+    data = _load("vs_peers")
+    lines = [data["table_markdown"], ""]
+    for t in data.get("targets", {}).get("checks", []) if isinstance(data.get("targets"), dict) else []:
+        lines.append(f"- {t}")
+    return "\n".join(lines + ["Cold: a fresh process with empty compilation caches; warm: a second identical "
+                               "call in that process. " + provenance(data, "vs_peers", with_commit)])
+
+
+def table_float32_chains(with_commit: bool) -> str:
+    """NUTS on an OMP coreset in float32 and float64 (benchmarks/investigations/float32_chains.py)."""
+    data = _load("float32_chains")
+    lines = ["| chains in | leapfrog steps per draw | adapted step size | seconds per call | "
+             "max abs z against full NUTS |", "|---|---|---|---|---|"]
+    span = lambda lo, hi, d=3: _fmt(lo, d) if _fmt(lo, d) == _fmt(hi, d) else f"{_fmt(lo, d)}–{_fmt(hi, d)}"  # noqa: E731
+    for name in ("float32", "float64"):
+        warm = [r for r in data["runs"] if r["dtype"] == name and not r["compiling_call"]]
+        steps = [s for r in warm for s in r["leapfrog_steps"]]
+        sizes = [s for r in warm for s in r["step_size"]]
+        zs = [r["max_abs_z_against_full_nuts"] for r in warm]
+        lines.append(f"| {name} | {span(min(steps), max(steps))} | {span(min(sizes), max(sizes), 2)} "
+                     f"| {_fmt(data[name + '_median_seconds'], 2)} (median of {len(warm)}) "
+                     f"| {span(min(zs), max(zs), 2)} |")
+    lines += ["", f"Logistic regression (D = {data['D']}, N = {data['N']:,}) as a NumPyro model; an OMP coreset "
+              f"(M = {data['M']}, {data['points']} points, weights up to {data['max_weight']:,.0f}); BlackJAX "
+              f"NUTS with window adaptation, {data['chains']} chains x ({data['warmup']} + {data['draws']}); "
+              "compiled calls. " + provenance(data, "float32_chains", with_commit)]
+    return "\n".join(lines)
+
+
 TABLES: dict[str, Callable[[bool], str]] = {
     "cold_start": table_cold_start,
     "certify": table_certify,
     "models": table_models,
     "models_published": lambda with_commit: table_models(with_commit, "models_published"),
+    "vs_peers": table_vs_peers,
+    "float32_chains": table_float32_chains,
 }
 
 
