@@ -198,6 +198,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "certify": table_certify,
     "models": table_models,
     "models_published": lambda with_commit: table_models(with_commit, "models_published"),
+    "models_refine": lambda with_commit: table_models(with_commit, "models_refine"),
     "vs_peers": table_vs_peers,
     "float32_chains": table_float32_chains,
 }
