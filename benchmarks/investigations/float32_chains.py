@@ -14,13 +14,12 @@ sum_m w_m grad log p(x_m | theta) cancels terms with weights up to ~1e6, so its 
 force that only a tiny step integrates. That is what `inference/sample.py`'s `_chain_precision` avoids.
 
     python benchmarks/investigations/float32_chains.py [--n 500000] [--repeats 3]
-Writes results/float32_chains.json.
+    python benchmarks/investigations/float32_chains.py --quick      # N = 5,000, one repeat (a smoke run)
+Writes results/float32_chains.json (float32_chains_quick.json with --quick).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
@@ -63,11 +62,14 @@ def nuts_runner(model, rows, w, theta0):
     return lambda key: run(key, w, theta0)
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--n", type=int, default=500_000)
-    p.add_argument("--repeats", type=int, default=3)
-    args = p.parse_args(argv)
+def main(argv=None, *, quick=None, out_dir=None) -> dict:
+    def extra(p):
+        p.add_argument("--n", type=int, default=None, help="rows (default 500,000; --quick 5,000)")
+        p.add_argument("--repeats", type=int, default=None, help="compiled calls per dtype (default 3; --quick 1)")
+
+    args = common.resolve(argv, quick, out_dir, __doc__, extra)
+    args.n = args.n or (5_000 if args.quick else 500_000)
+    args.repeats = args.repeats or (1 if args.quick else 3)
     import jax
     import jax.numpy as jnp
     import coresets_jax as cj
@@ -116,11 +118,10 @@ def main(argv=None):
         out[f"{name}_median_seconds"] = float(np.median([r["seconds"] for r in warm]))
         out[f"{name}_median_steps"] = float(np.median([r["leapfrog_steps"] for r in warm]))
     out["environment"] = common.environment()
-    path = os.path.join(common.RESULTS, "float32_chains.json")
-    with open(path, "w") as f:
-        json.dump(out, f, indent=1)
+    path = common.write_json(out, args.out, "float32_chains_quick" if args.quick else "float32_chains")
     print(f"wrote {path}: float32 {out['float32_median_seconds']:.2f} s ({out['float32_median_steps']:.0f} "
           f"steps), float64 {out['float64_median_seconds']:.2f} s ({out['float64_median_steps']:.1f} steps)")
+    return out
 
 
 if __name__ == "__main__":
