@@ -48,8 +48,10 @@ EXAMPLES = os.path.join(DOCS, "examples")
 
 RTOL, ATOL = 2e-2, 2e-3
 # Numbers labelled by these words (the last word before the number on its line, lower-cased) are Monte Carlo
-# estimates that change with the chain on another processor: (absolute, relative) tolerance.
-NOISY = {"khat": (0.15, 0.3), "floor": (0.0, 0.5), "kl": (0.02, 0.5), "ess": (0.0, 0.4), "min_ess": (0.0, 0.4),
+# estimates that change with the chain on another processor: (absolute, relative) tolerance. k-hat of a
+# near-exact coreset is noise between about 0 and 0.6 (the same quickstart printed 0.38, 0.47 and 0.59 with
+# other rounding), so it is compared to 0.3: a move past the 0.7 threshold from below 0.4 still fails.
+NOISY = {"khat": (0.3, 0.0), "floor": (0.0, 0.5), "kl": (0.02, 0.5), "ess": (0.0, 0.4), "min_ess": (0.0, 0.4),
          "max_rhat": (0.02, 0.0), "hat": (0.05, 0.0), "acceptance": (0.06, 0.0), "divergent": (5.0, 0.0), "se": (0.02, 0.5)}
 TIMES = {"time", "wall_time", "seconds", "time_s", "s"}    # never compared
 TOKEN = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[^\W\d]\w*|\S")
@@ -67,11 +69,13 @@ def tokens(text: str) -> list[tuple[str, str, int]]:
     its line (lower-cased), e.g. 'khat' in 'khat=0.38'."""
     out = []
     for lineno, line in enumerate(text.splitlines(), 1):
-        label = ""
+        label, word = "", ""
         for tok in TOKEN.findall(line):
             out.append((tok, label, lineno))
             if tok[0].isalpha() or tok[0] == "_":
-                label = tok.lower()
+                # "k-hat" is k-hat, not R-hat: the word before "hat" decides which tolerance applies
+                label = "khat" if tok.lower() == "hat" and word == "k" else tok.lower()
+                word = tok.lower()
     return out
 
 

@@ -143,16 +143,3 @@ def test_device_quick(tmp_path):
     assert all(math.isfinite(x) for x in _finite_numbers(data))
 
 
-@pytest.mark.slow
-def test_cold_start_quick(tmp_path):
-    _load("cold_start").main(quick=True, out_dir=str(tmp_path))
-    with open(tmp_path / "cold_start_quick.json") as f:
-        data = json.load(f)
-    assert (tmp_path / "cold_start_quick.png").stat().st_size > 1000
-    s = data["summary"]
-    assert all(entry["errors"] == 0 for entry in s.values())
-    # fresh processes: an empty cache compiles, a warm one reads what an earlier process wrote
-    assert s["coreset:giga|empty"]["compiles"] >= 3 and s["coreset:giga|empty"]["cache_hits"] == 0
-    assert s["coreset:giga|warm"]["cache_hits"] >= 3
-    assert s["numpyro"]["first_s"] > 0
-    assert len(data["load_average_before"]) == 3

@@ -108,7 +108,8 @@ def log_joint(model: Model, theta: Array, data: Any, weights: Optional[Array] = 
 def initial_theta(model: Model, data: Any) -> Optional[Array]:
     """A starting theta: `model.init_params(data)`, else zeros of `model.dim`, else None."""
     if model.init_params is not None:
-        theta = jnp.asarray(model.init_params(data))
+        theta = model.init_params(data)
+        theta = jax.device_put(theta) if isinstance(theta, np.ndarray) else jnp.asarray(theta)
     elif model.dim is not None:
         leaf = jax.tree_util.tree_leaves(data)[0]
         dtype = jnp.promote_types(jnp.result_type(leaf), jnp.float32)

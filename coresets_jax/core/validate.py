@@ -222,7 +222,7 @@ def weighted_rows(data: Any, n: int, weights: Any):
     # autodiff still evaluates them, and an arbitrary row (say row 0) can overflow where the coreset's own
     # rows do not (exp(x theta) = inf gives 0 * inf = NaN in the gradient, and a failed Laplace fit).
     idx = np.where(w > 0, idx, idx[np.argmax(w > 0)]).astype(np.int32)
-    return jax.tree_util.tree_map(lambda leaf: _gather(leaf, idx), data), jnp.asarray(w)
+    return jax.tree_util.tree_map(lambda leaf: _gather(leaf, idx), data), jax.device_put(w)
 
 
 def _gather(leaf: Any, idx: np.ndarray) -> jax.Array:
@@ -230,5 +230,5 @@ def _gather(leaf: Any, idx: np.ndarray) -> jax.Array:
     else the mesh-aware `take_data`."""
     if isinstance(leaf, np.ndarray) or (isinstance(leaf, jax.Array) and len(leaf.sharding.device_set) == 1
                                         and leaf.size <= HOST_CHECK_MAX):
-        return jnp.asarray(np.asarray(leaf)[idx])
+        return jax.device_put(np.asarray(leaf)[idx])  # jnp.asarray of a host array compiles a program per shape
     return take_data(leaf, jnp.asarray(idx))

@@ -49,7 +49,7 @@ def trace_count() -> int:
 
 @functools.lru_cache(maxsize=64)
 def _compiled(model: Model, method: str, num_samples: int, num_warmup: int, num_chains: int, thin: int,
-              settings: tuple, show_progress: bool):
+              settings: tuple, show_progress: bool, out_dtype: Optional[str] = None):
     # `show_progress` is part of the cache key: a sampler compiled with progress off holds no callbacks.
     run = sample_fn(model, method, num_samples=num_samples, num_warmup=num_warmup, num_chains=num_chains,
                     thin=thin, show_progress=show_progress, **dict(settings))
@@ -58,7 +58,10 @@ def _compiled(model: Model, method: str, num_samples: int, num_warmup: int, num_
     def traced(key, rows, weights, init_positions, init_cov):
         _TRACES[cache_key] = _TRACES.get(cache_key, 0) + 1  # runs only while tracing
         samples, stats = run(key, rows, weights, init_positions, init_cov)
-        return samples, stats, jnp.all(jnp.isfinite(samples))  # the check, in the same program
+        finite = jnp.all(jnp.isfinite(samples))  # the check, in the same program
+        if out_dtype is not None:  # the float64 chains' results in the data's dtype, in the same program
+            samples, stats = _to_dtype((samples, stats), jnp.dtype(out_dtype))
+        return samples, stats, finite
 
     return _compiled_fns.jit(traced, **loop_jit_options())  # a loop of kernel steps
 
@@ -150,7 +153,7 @@ def _to_dtype(tree, dtype):
 
 def _run_chains(model, rows, w, key, method, num_samples, num_warmup, num_chains, thin, init, warn, settings,
                 out_dtype):
-    """Starting points, warm-up and sampling on (rows, w); returns the draws, stats, R-hat, ESS and timings."""
+    """Starting points, warm-up and sampling on (rows, w); returns the draws, stats and timings."""
     theta, given = _initial_theta(model, rows, num_chains, init)
     # One float type for the chain state and the weights. With x64 on it is float64: BlackJAX's trajectory
     # starts its proposal weight at a Python 0.0 (float64 then), so a float32 state gives its lax.cond
@@ -158,7 +161,8 @@ def _run_chains(model, rows, w, key, method, num_samples, num_warmup, num_chains
     dtype = jnp.promote_types(jnp.result_type(theta), jnp.result_type(w))
     if jax.config.read("jax_enable_x64"):
         dtype = jnp.promote_types(dtype, jnp.float64)
-    theta, w = jnp.asarray(theta, dtype), jnp.asarray(w, dtype)
+    # On the host: an eager cast is a compiled program of its own (several, under a float64 context).
+    theta, w = np.asarray(theta, dtype), np.asarray(w, dtype)
     if given:
         try:
             jax.eval_shape(weighted_log_density(model, rows, w), theta[0])
@@ -180,7 +184,8 @@ def _run_chains(model, rows, w, key, method, num_samples, num_warmup, num_chains
     init_time = time.perf_counter() - t0
 
     run = _compiled(model, method, num_samples, num_warmup, num_chains, thin,
-                    tuple(sorted(settings.items())), _progress.is_enabled())
+                    tuple(sorted(settings.items())), _progress.is_enabled(),
+                    None if out_dtype is None else jnp.dtype(out_dtype).name)
     before = trace_count()
     t0 = time.perf_counter()
     samples, stats, finite = run(k_run, rows, w, init_positions, init_cov)
@@ -190,13 +195,7 @@ def _run_chains(model, rows, w, key, method, num_samples, num_warmup, num_chains
     if not bool(finite):
         raise FloatingPointError(f"method {method!r} produced non-finite samples; check the model's "
                                  "log density, or try another method or init")
-    if num_samples >= 4:
-        rhat, ess = diagnostics(samples, num_chains > 1)
-    else:
-        rhat = ess = jnp.asarray(np.full(samples.shape[-1], np.nan, samples.dtype))
-    if out_dtype is not None:
-        samples, stats, rhat, ess = _to_dtype((samples, stats, rhat, ess), out_dtype)
-    return samples, stats, rhat, ess, wall_time, init_time, compiled
+    return samples, stats, wall_time, init_time, compiled
 
 
 def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str = "nuts",
@@ -257,9 +256,13 @@ def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str
     # A coreset's chains run in float64 (`_chain_precision`): only its M gathered rows are evaluated.
     precision, out_dtype = _chain_precision(weights)
     with precision:
-        samples, stats, rhat, ess, wall_time, init_time, compiled = _run_chains(
+        samples, stats, wall_time, init_time, compiled = _run_chains(
             model, rows, w, key, method, num_samples, num_warmup, num_chains, thin, init, warn, settings,
             out_dtype)
+    if num_samples >= 4:
+        rhat, ess = diagnostics(samples, num_chains > 1)
+    else:
+        rhat = ess = jnp.asarray(np.full(samples.shape[-1], np.nan, samples.dtype))
     post = Posterior(samples, stats.acceptance_rate, stats.num_divergent, stats.step_size, rhat, ess,
                      wall_time, init_time, compiled, method, num_warmup, thin, stats, model)
     if warn:
