@@ -64,8 +64,9 @@ def parser(doc: str) -> argparse.ArgumentParser:
 
 def environment() -> dict:
     """Device and software record written into every result file."""
+    commit = os.environ.get("BENCH_GIT_COMMIT", "")  # a copy of the tree without .git (a lent GPU machine)
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
+        commit = commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
                                 text=True, timeout=5).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         commit = ""
@@ -76,7 +77,10 @@ def environment() -> dict:
             "platform": platform.platform(), "python": platform.python_version(),
             "x64": bool(jax.config.jax_enable_x64), "git_commit": commit,
             "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "note": "shared 2-core CPU (several users); timings vary by +-20% run to run"}
+            "note": ("shared 2-core CPU (several users); timings vary by +-20% run to run"
+                     if jax.default_backend() == "cpu" else
+                     f"one {getattr(dev, 'device_kind', jax.default_backend())} on a lent machine with "
+                     f"{os.cpu_count()} CPU cores, used by this run alone")}
 
 
 def block(tree: Any) -> Any:

@@ -36,7 +36,7 @@ FULL = {"pipeline_sizes": (1_000_000, 10_000_000), "J": 500, "M": 1000, "batched
 QUICK = {"pipeline_sizes": (5_000,), "J": 30, "M": 30, "batched": (500, 10, 8, 2),
          "mcmc_N": 2_000, "mcmc_M": 10, "mcmc_options": {"num_iters": 100, "max_hot_start": 50, "num_draws": 20},
          "nuts_N": 500, "nuts_steps": 30}
-PARTS = ("pipeline", "batched", "coreset_mcmc", "full_nuts")
+PARTS = ("pipeline", "batched", "full_nuts", "coreset_mcmc")
 
 
 def device_record() -> dict:
@@ -130,6 +130,7 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (CI, on a CPU)")
     parser.add_argument("--skip", default="", help=f"comma-separated parts to skip, of {','.join(PARTS)}")
     parser.add_argument("--out", default=common.RESULTS)
+    parser.add_argument("--tag", default="", help="suffix of the output's name (device_<backend><tag>.json)")
     args = parser.parse_args([] if argv is None and (quick is not None or out_dir is not None) else argv)
     if quick is not None:
         args.quick = quick
@@ -141,24 +142,31 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
     print("device:", dev, flush=True)
     result = {"quick": bool(args.quick), "device": dev, "config": cfg, "environment": common.environment(),
               "load_average_before": [round(x, 2) for x in os.getloadavg()]}
+    stem = "device_quick" if args.quick else f"device_{dev['backend']}{args.tag}"
     t0 = time.perf_counter()
+
+    def save() -> str:  # after every part, so that a run stopped by a time limit keeps what it finished
+        result["total_s"] = time.perf_counter() - t0
+        result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+        return common.write_json(result, args.out, stem)
+
     if "pipeline" not in skip:
         result["pipeline"] = []
         for n in cfg["pipeline_sizes"]:
             result["pipeline"].append(pipeline(n, cfg, dev["memory_bytes"]))
             print("pipeline", result["pipeline"][-1], flush=True)
+            save()
     if "batched" not in skip:
         result["batched"] = batched(cfg)
-    if "coreset_mcmc" not in skip:
-        result["coreset_mcmc"] = coreset_mcmc(cfg)
-        print("coreset_mcmc", result["coreset_mcmc"], flush=True)
+        save()
     if "full_nuts" not in skip:
         result["full_nuts"] = full_nuts(cfg)
         print("full_nuts", result["full_nuts"], flush=True)
-    result["total_s"] = time.perf_counter() - t0
-    result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
-    stem = "device_quick" if args.quick else f"device_{dev['backend']}"
-    path = common.write_json(result, args.out, stem)
+        save()
+    if "coreset_mcmc" not in skip:
+        result["coreset_mcmc"] = coreset_mcmc(cfg)
+        print("coreset_mcmc", result["coreset_mcmc"], flush=True)
+    path = save()
     _plot(result, args.out, stem)
     print("wrote", path)
     return result

@@ -328,14 +328,15 @@ def score(draws: np.ndarray, ref: dict) -> dict:
 # The parent: the grid.
 
 
-def _skip_reason(contender: str, n: int, d: int, m: int, history: dict, budget: float) -> Optional[str]:
+def _skip_reason(contender: str, n: int, d: int, m: int, history: dict, budget: float,
+                 v_limit: float = V_MEMORY_LIMIT) -> Optional[str]:
     """Why `contender` is not run at N (None: run it): a projected time over `budget` from its last cell
-    (linear in N), or V over `V_MEMORY_LIMIT`."""
+    (linear in N), or V over `v_limit` bytes."""
     num_features = 500
     if contender == "ours_options":
         from coresets_jax.features.projection import auto_num_features
         num_features = auto_num_features(d, m)
-    if contender.startswith("ours") and n * num_features * 4 > V_MEMORY_LIMIT:
+    if contender.startswith("ours") and n * num_features * 4 > v_limit:
         return f"memory: V would take {n * num_features * 4 / 2**30:.1f} GiB (N x J = {n} x {num_features} float32)"
     last = history.get(contender)
     if last is not None:
@@ -360,6 +361,8 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
         p.add_argument("--budget", type=float, default=600.0, help="seconds per contender and cell")
         p.add_argument("--warm-max", type=float, default=150.0, help="no warm call after a first call this long")
         p.add_argument("--tag", default="")
+        p.add_argument("--v-memory-gib", type=float, default=V_MEMORY_LIMIT / 2**30,
+                       help="skip our route where V (N x J float32) would exceed this (default: this shared machine's)")
         p.add_argument("--merge", nargs="+", default=None, metavar="JSON",
                        help="combine the cells of these result files (runs of model/size subsets) into one")
         p.add_argument("--chain-method-check", action="store_true",
@@ -391,7 +394,7 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
             cell = {"model": label, "kind": kind, "D": d, "N": n, "runs": {}, "skipped": {}}
             todo = []
             for c in contenders:
-                why = _skip_reason(c, n, d, min(M or MULT_M * d, n), history, args.budget)
+                why = _skip_reason(c, n, d, min(M or MULT_M * d, n), history, args.budget, args.v_memory_gib * 2**30)
                 if why:
                     cell["skipped"][c] = why
                 else:
