@@ -162,14 +162,31 @@ def table_models(with_commit: bool, stem: str = "models") -> str:
     return "\n".join(lines)
 
 
-def table_vs_peers(with_commit: bool) -> str:
+def table_vs_peers(with_commit: bool, stem: str = "vs_peers") -> str:
     """Time to a posterior from a fresh process against NumPyro's NUTS and HMCECS (benchmarks/vs_peers.py)."""
-    data = _load("vs_peers")
+    data = _load(stem)
     lines = [data["table_markdown"], ""]
     for t in data.get("targets", {}).get("checks", []) if isinstance(data.get("targets"), dict) else []:
         lines.append(f"- {t}")
     return "\n".join(lines + ["Cold: a fresh process with empty compilation caches; warm: a second identical "
-                               "call in that process. " + provenance(data, "vs_peers", with_commit)])
+                               "call in that process. " + provenance(data, stem, with_commit)])
+
+
+def table_device_pipeline(with_commit: bool, stem: str = "device_gpu") -> str:
+    """`cj.coreset` at N = 10^6 and 10^7 on an accelerator, first and second call (benchmarks/device.py)."""
+    data = _load(stem)
+    lines = ["| N | first call (compilation included) | second call | V (N x J float32) |", "|---|---|---|---|"]
+    for r in data.get("pipeline", []):
+        if "first_s" not in r:
+            lines.append(f"| {r['N']:,} | skipped: {r['skipped']} | | |")
+            continue
+        lines.append(f"| {r['N']:,} | {_seconds(r['first_s'])} | {_seconds(r['second_s'])} "
+                     f"| {r['N'] * r['J'] * 4 / 2**30:.1f} GiB |")
+    cfg = data["config"]
+    lines += ["", f"`cj.coreset(model, data, size={cfg['M']}, method=\"giga\", num_features={cfg['J']})` on synthetic "
+              "logistic regression (the Laplace fit, the Fisher projection and GIGA), data already on the device. "
+              + provenance(data, stem, with_commit)]
+    return "\n".join(lines)
 
 
 def table_float32_chains(with_commit: bool) -> str:
@@ -200,6 +217,8 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "models_published": lambda with_commit: table_models(with_commit, "models_published"),
     "models_refine": lambda with_commit: table_models(with_commit, "models_refine"),
     "vs_peers": table_vs_peers,
+    "vs_peers_gpu": lambda with_commit: table_vs_peers(with_commit, "vs_peers_gpu"),
+    "device_gpu": table_device_pipeline,
     "float32_chains": table_float32_chains,
 }
 

@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import Model, take_data, weighted_sum, log_likelihoods
+from ..core.rows import unit_weights
 from ..posterior_driven.common import check_count, check_positive, subsampler
 
 __all__ = ["SGMCMCResult", "cv_grad_estimator", "sgmcmc"]
@@ -56,7 +57,7 @@ def cv_grad_estimator(model: Model, data: Any, anchor: jax.Array, data_weights: 
     (module docstring), `draw(key)` a minibatch `(indices, row_weights)` for it; build with the batch size
     via `draw = draw_for(batch_size)`. Returns `(grad_fn, draw_for)`."""
     n = jax.tree_util.tree_leaves(data)[0].shape[0]
-    u = jnp.ones(n, anchor.dtype) if data_weights is None else jnp.asarray(data_weights, anchor.dtype)
+    u = unit_weights(n, anchor.dtype) if data_weights is None else jnp.asarray(data_weights, anchor.dtype)
     total = jax.grad(lambda th: weighted_sum(u, log_likelihoods(model, th, data)))(anchor)
     row_grad = jax.vmap(jax.grad(model.log_likelihood), in_axes=(None, 0))
 

@@ -17,6 +17,7 @@ from ..core import Coreset, Model, initial_theta
 from ..core import checks as _checks
 from ..core import validate as _validate
 from ..core import compiled as _compiled_fns
+from ..core.rows import unit_weights
 from ..registry import Construction, Start, resolve
 from .vectors import as_key, finish
 
@@ -64,7 +65,7 @@ def coreset_fn(model: Model, method: Any, size: int, **options):
         if jax.config.read("jax_enable_x64"):  # BlackJAX's NUTS needs a float64 state then (cj.sample)
             start = Start(*(jnp.asarray(a, jnp.promote_types(jnp.result_type(a), jnp.float64)) for a in start))
         if data_weights is None:
-            data_weights = jnp.ones(n, jnp.result_type(start.mean.dtype, jnp.float32))
+            data_weights = unit_weights(n, jnp.result_type(start.mean.dtype, jnp.float32))
         if initial is None:
             indices, weights, info = core(as_key(key), data, start, data_weights)
         elif not takes_initial:
