@@ -210,6 +210,33 @@ def table_float32_chains(with_commit: bool) -> str:
     return "\n".join(lines)
 
 
+def table_coreset_mcmc_scale(with_commit: bool) -> str:
+    """Coreset MCMC's time per training iteration against N (benchmarks/coreset_mcmc_scale.py)."""
+    data = _load("coreset_mcmc_scale")
+    ms = sorted({r["M"] for r in data["rows"]})
+    lines = ["| N | " + " | ".join(f"ms per iteration, M = {m}" for m in ms) + " |",
+             "|---|" + "---|" * len(ms)]
+    for n in sorted({r["N"] for r in data["rows"]}):
+        at = {r["M"]: r for r in data["rows"] if r["N"] == n}
+        lines.append(f"| {n:,} | " + " | ".join(_fmt(at[m]["per_iteration_ms"]) if m in at else "–" for m in ms)
+                     + " |")
+    spread = data["max_over_min_per_iteration"]
+    lines += ["", "Largest over smallest time per iteration across N: "
+              + ", ".join(f"{_fmt(spread[str(m)] if str(m) in spread else spread[m])}x at M = {m}" for m in ms) + "."]
+    target = data.get("target_at_1e5")
+    if target:
+        proj = target["published_budget_projected_s"]
+        ratio = target["ratio_to_full_nuts"]
+        lines.append("At N = 100,000 the authors' 200,000 iterations project to "
+                     + ", ".join(f"{_fmt(proj[k])} s (M = {k}, {_fmt(ratio[k])}x)" for k in proj)
+                     + f" against {_fmt(target['full_nuts_warm_s'])} s for warm full-data NUTS "
+                     "(2 chains x (500 + 500)).")
+    r0 = data["rows"][0]
+    lines.append(f"The difference of two warm calls with T = {r0['T1']:,} and {r0['T2']:,} iterations, over "
+                 f"T2 - T1 (hot start off; medians). " + provenance(data, "coreset_mcmc_scale", with_commit))
+    return "\n".join(lines)
+
+
 TABLES: dict[str, Callable[[bool], str]] = {
     "cold_start": table_cold_start,
     "certify": table_certify,
@@ -219,6 +246,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "vs_peers": table_vs_peers,
     "vs_peers_gpu": lambda with_commit: table_vs_peers(with_commit, "vs_peers_gpu"),
     "device_gpu": table_device_pipeline,
+    "coreset_mcmc_scale": table_coreset_mcmc_scale,
     "float32_chains": table_float32_chains,
 }
 

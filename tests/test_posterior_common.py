@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import coresets_jax as cj
-from coresets_jax.posterior_driven.common import coreset_start, full_data_estimator
+from coresets_jax.posterior_driven.common import coreset_start, full_data_estimator, subsampler
 from coresets_jax.registry import Start
 
 
@@ -104,3 +104,20 @@ def test_relative_log_likelihoods_and_sums_against_numpy_float64():
         jax.random.key(0), jnp.asarray(thetas, jnp.float32))
     full = lls64(thetas, X, y).sum(1) - lls64(theta[None], X, y).sum()
     np.testing.assert_allclose(np.asarray(total, np.float64), full, atol=0.02)
+
+
+def test_subsample_rows_follow_the_data_weights_equal_or_not():
+    """Rows are drawn with probability u_n / sum(u) (equal weights by row number, others by the CDF search),
+    each weighted sum(u) / S: the draw frequencies pass a chi-square test against u / sum(u)."""
+    N, S, R = 40, 16, 2000
+    for u in (np.ones(N), np.where(np.arange(N) % 4 == 0, 3.0, 0.5)):
+        draw = jax.jit(subsampler(jnp.asarray(u, jnp.float32), S, jnp.float32))
+        idx, row_weights = jax.vmap(draw)(jax.random.split(jax.random.key(0), R))
+        np.testing.assert_allclose(np.asarray(row_weights), u.sum() / S, rtol=1e-6)
+        counts = np.bincount(np.asarray(idx).ravel(), minlength=N)
+        expected = R * S * u / u.sum()
+        chi2 = float(np.sum((counts - expected) ** 2 / expected))
+        assert chi2 < N - 1 + 5 * np.sqrt(2 * (N - 1)), (u[:4], chi2)  # 5 sd above the chi2(N - 1) mean
+    # Not vacuous: counts from the other distribution fail the same bound.
+    wrong = R * S * np.ones(N) / N
+    assert float(np.sum((counts - wrong) ** 2 / wrong)) > N - 1 + 5 * np.sqrt(2 * (N - 1))

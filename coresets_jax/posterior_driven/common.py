@@ -67,7 +67,10 @@ def subsampler(data_weights: Array, num: int, dtype):
     """`draw(key) -> (indices, row_weights)` such that sum_s row_weights_s L_{indices_s} estimates sum_n u_n L_n.
 
     With num < N: `num` rows with probabilities u_n / sum(u), with replacement, each weighted sum(u) / num
-    (unbiased); the cumulative sum of u is computed once, and each draw is `num` binary searches, O(num log N).
+    (unbiased). Equal weights (a plain dataset, the usual case, found by one pass when this is built) draw
+    uniform row numbers, O(num) whatever N; other weights search the cumulative sum of u, computed once,
+    with `num` binary searches, O(num log N) random reads of an N-long array (at N = 10^7 those cache misses
+    cost Coreset MCMC 0.35 ms of its 0.57 ms per iteration on the project's CPU).
     With num >= N: every row, weighted u_n (exact; the shapes are static, so this is decided when tracing).
     """
     u = jnp.where(data_weights > 0, data_weights, 0.0).astype(dtype)
@@ -78,11 +81,17 @@ def subsampler(data_weights: Array, num: int, dtype):
     cdf = jnp.cumsum(u)
     total = cdf[-1]
     row_weights = jnp.full(num, total / num, dtype)
+    equal = jnp.all(u == u[0])
+
+    def by_row_number(key):
+        return jax.random.randint(key, (num,), 0, n, dtype=jnp.int32)
+
+    def by_search(key):
+        v = jax.random.uniform(key, (num,), dtype) * total
+        return jnp.minimum(inverse_cdf(cdf, v, cumulative=True), n - 1).astype(jnp.int32)
 
     def draw(key):
-        v = jax.random.uniform(key, (num,), dtype) * total
-        idx = inverse_cdf(cdf, v, cumulative=True)
-        return jnp.minimum(idx, n - 1).astype(jnp.int32), row_weights
+        return jax.lax.cond(equal, by_row_number, by_search, key), row_weights
 
     return draw
 
