@@ -69,8 +69,9 @@ def subsampler(data_weights: Array, num: int, dtype):
     With num < N: `num` rows with probabilities u_n / sum(u), with replacement, each weighted sum(u) / num
     (unbiased). Equal weights (a plain dataset, the usual case, found by one pass when this is built) draw
     uniform row numbers, O(num) whatever N; other weights search the cumulative sum of u, computed once,
-    with `num` binary searches, O(num log N) random reads of an N-long array (at N = 10^7 those cache misses
-    cost Coreset MCMC 0.35 ms of its 0.57 ms per iteration on the project's CPU).
+    with `num` binary searches, O(num log N) random reads of an N-long array that miss the cache at large N
+    (Coreset MCMC at N = 10^7, M = 100: 0.59 ms per iteration with the search, 0.45 ms by row numbers;
+    benchmarks/investigations/subsample_draw.py).
     With num >= N: every row, weighted u_n (exact; the shapes are static, so this is decided when tracing).
     """
     u = jnp.where(data_weights > 0, data_weights, 0.0).astype(dtype)
