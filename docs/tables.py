@@ -237,6 +237,34 @@ def table_coreset_mcmc_scale(with_commit: bool) -> str:
     return "\n".join(lines)
 
 
+def table_auto_size(with_commit: bool) -> str:
+    """The automatic size against the oracle size, per problem and tol (benchmarks/auto_size.py)."""
+    data = _load("auto_size")
+    lines = ["| problem | tol | trial | size chosen (points) | oracle size | certificate KL, verdict | measured KL "
+             "(floor) | sizes tried | seconds |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(data["runs"], key=lambda r: (r["problem"], -r["tol"], r["trial"])):
+        tried = ", ".join(str(p["size"]) for p in r["path"])
+        lines.append(f"| {r['problem']} | {r['tol']:g} | {r['trial']} | {r['size']} ({r['points']}) "
+                     f"| {r['oracle'] if r['oracle'] is not None else '–'} | {_fmt(r['cert_kl'])}, {r['verdict']} "
+                     f"| {_fmt(r['kl'])} ({_fmt(r['kl_floor'])}) | {tried} | {_seconds(r['seconds'])} |")
+    summ = data["summary"]
+    lines += ["", f"Cells: {summ['cells']} ({summ['resolved_cells']} where the measured KL's own floor is below "
+              f"tol / 3). Trusted (good or usable, tol reached) with measured KL at most 3 tol: "
+              f"{summ['trusted_and_within_3x_tol']}. Chosen size at most 2x the oracle's: "
+              f"{summ['size_at_most_2x_oracle']}. Warned where no size reached tol: {summ['warned_when_unreached']}."]
+    nc = data.get("no_compression")
+    if nc:
+        free, capped = nc["no_limit"], nc["limit_N_over_2"]
+        lines.append(f"No compression possible (logistic regression, D = {nc['D']}, N = {nc['N']}, tol {nc['tol']:g}): "
+                     f"with no limit the search ends at size {free['size']} (all rows; certificate KL "
+                     f"{_fmt(free['cert_kl'])}, {free['verdict']}); with the limit {capped['limit']} it returns size "
+                     f"{capped['size']} (KL {_fmt(capped['cert_kl'])}, {capped['verdict']}) and "
+                     + ("warns: \"" + capped["warning"].split(";")[0] + "\"." if capped["warning"] else "does not warn."))
+    lines.append("The measured KL is exact for Gaussian location, else the two-moment KL of 2 x 1000 NUTS draws "
+                 "against the full-data reference. " + provenance(data, "auto_size", with_commit))
+    return "\n".join(lines)
+
+
 TABLES: dict[str, Callable[[bool], str]] = {
     "cold_start": table_cold_start,
     "certify": table_certify,
@@ -247,6 +275,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "vs_peers_gpu": lambda with_commit: table_vs_peers(with_commit, "vs_peers_gpu"),
     "device_gpu": table_device_pipeline,
     "coreset_mcmc_scale": table_coreset_mcmc_scale,
+    "auto_size": table_auto_size,
     "float32_chains": table_float32_chains,
 }
 
