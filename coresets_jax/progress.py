@@ -129,15 +129,26 @@ def _ticker(desc: str, every: int, ordered: bool):
 @functools.lru_cache(maxsize=None)
 def _finisher(desc: str):
     @jax.custom_batching.custom_vmap
-    def done(count):
-        jax.debug.callback(functools.partial(_host_finish, desc), count)
+    def done(count, after):
+        # `after` is only an operand: the callback cannot run before the value it depends on exists.
+        jax.debug.callback(lambda c, _: _host_finish(desc, c), count, after)
         return count
 
     @done.def_vmap
-    def done_batched(axis_size, in_batched, count):
-        return done(jnp.max(count) if in_batched[0] else count), False
+    def done_batched(axis_size, in_batched, count, after):
+        count = jnp.max(count) if in_batched[0] else count
+        return done(count, jnp.ravel(after)[0] if in_batched[1] else after), False
 
     return done
+
+
+def _scalar_of(tree, default):
+    """One element of the first numeric leaf of `tree` (a cheap data dependence on all of the loop)."""
+    for leaf in jax.tree_util.tree_leaves(tree):
+        leaf = jnp.asarray(leaf)
+        if not jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key) and leaf.size:
+            return jnp.ravel(leaf)[0]
+    return default
 
 
 def every_for(elements_per_iteration: int, elements_per_report: float = 2.0 ** 30) -> int:
@@ -166,11 +177,16 @@ def tick(count, total=None, desc: str = "", every: int = 1, ordered: bool = Fals
     return _ticker(str(desc), max(1, int(every)), bool(ordered))(count, total)
 
 
-def finish(count, desc: str = ""):
-    """Close `desc`'s bar at `count` (for loops whose total is not known in advance); returns `count`."""
+def finish(count, desc: str = "", after: Any = None):
+    """Close `desc`'s bar at `count` (for loops whose total is not known in advance); returns `count`.
+
+    Pass the loop's final state as `after`: with a known trip count XLA folds a loop's counter to a constant,
+    and a callback on that constant alone may run while the loop is still ticking.
+    """
     if not is_enabled():
         return count
-    return _finisher(str(desc))(jnp.asarray(count, jnp.int32))
+    count = jnp.asarray(count, jnp.int32)
+    return _finisher(str(desc))(count, _scalar_of(after, count))
 
 
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, desc: str = "iterations",
@@ -185,7 +201,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, desc: str 
 
     state, count = lax.while_loop(lambda carry: cond_fun(carry[0]), body,
                                   (init_val, jnp.asarray(0, jnp.int32)))
-    finish(count, desc)
+    finish(count, desc, after=state)
     return state
 
 

@@ -222,3 +222,20 @@ def test_coreset_mcmc_reports_its_iterations(shown):
     progress.enabled(False)
     run()
     assert len(log) == shown_so_far
+
+
+def test_the_finishing_report_waits_for_a_loop_with_a_known_trip_count(shown):
+    """With a fixed trip count XLA folds the loop's counter to a constant; the closing callback must still
+    take an operand produced by the loop, or it may run (and close the bar) while the loop still ticks."""
+    steps = 30
+    loop = jax.jit(lambda x: progress.while_loop(lambda s: s[1] < steps, lambda s: (s[0] * 0.5 + 1.0, s[1] + 1),
+                                                 (x, 0), desc="fixed", every=1, total=steps))
+    hlo = loop.lower(jnp.float32(1.0)).compile().as_text()
+    entry = hlo[hlo.index("ENTRY"):]
+    closing = [line for line in entry.splitlines() if "custom-call(" in line and "callback" in line]
+    assert len(closing) == 1, closing
+    operands = closing[0].split("custom-call(", 1)[1].split(")", 1)[0]
+    assert "while" in operands, operands
+    log, bars = shown
+    loop(jnp.float32(1.0))
+    assert [n for _, n, _ in log] == list(range(1, steps + 1)) and all(bar.closed for bar in bars)
