@@ -2,6 +2,9 @@
 
 For each problem of benchmarks/models.py, seed and tol in {1, 0.1, 0.01}:
   - the chosen size, the path, the certificate, and the total time (certification included);
+  - that time plus NUTS on the returned coreset, against full-data NUTS with the same settings timed in
+    the same process (its first call, compilation included, and a warm second call); a problem's first
+    cell in a process is marked `first_in_process` and compared with the first full-data call;
   - the returned coreset's KL against the full posterior, measured independently of the certificate: the
     exact KL(pi_w || pi) where the posterior is closed form (Gaussian location), else the two-moment KL
     KL(N(mu_w, S_w) || N(mu, S)) between 2 x 1000 NUTS draws of the coreset posterior and the cached
@@ -38,6 +41,7 @@ import common  # noqa: E402
 import models  # noqa: E402
 
 LEDGER = os.path.join(models.TMP, "auto_size_runs.jsonl")
+NUTS_LEDGER = os.path.join(models.TMP, "auto_size_full_nuts.jsonl")
 PROBLEMS = ("gaussian_location", "linear_regression", "phishing", "ds1", "logistic_binary10", "biketrips_large",
             "airportdelays_large", "bradley_terry")
 TOLS = (1.0, 0.1, 0.01)
@@ -99,8 +103,10 @@ def run_cell(name, problem, ref, tol, trial, method="omp") -> dict:
     row = {"problem": name, "tol": tol, "trial": trial, "method": method, "size": cs.capacity,
            "points": cs.num_points, "seconds": seconds, "path": cs.info["path"], "reached": reached,
            "verdict": cs.certificate.verdict, "cert_kl": float(cs.certificate.kl),
-           "warned": any("no size up to" in str(w.message) for w in caught),
-           "kl": measured_kl(problem, ref, cs, jax.random.fold_in(key, 9)), "kl_floor": ref["kl_floor"]}
+           "warned": any("no size up to" in str(w.message) for w in caught), "kl_floor": ref["kl_floor"]}
+    t0 = time.perf_counter()
+    row["kl"] = measured_kl(problem, ref, cs, jax.random.fold_in(key, 9))  # NUTS on the coreset, as a user would
+    row["sample_seconds"] = time.perf_counter() - t0
     # the oracle on the fine grid, up to the size chosen x 4 (enough to find one below it)
     oracle, tried = None, {}
     for m in grid(min(models.n_rows(problem), 4 * row["size"])):
@@ -115,16 +121,40 @@ def run_cell(name, problem, ref, tol, trial, method="omp") -> dict:
     return row
 
 
-def summarise(rows: list) -> dict:
+def full_nuts_seconds(name, problem) -> dict:
+    """Full-data sampling with the settings used on the coresets (2 chains x (500 + 1000)): the first call in
+    this process (compilation included) and a second one (warm)."""
+    out = {"problem": name}
+    for label, seed in (("first_s", 7), ("warm_s", 8)):
+        t0 = time.perf_counter()
+        models.posterior_draws(problem, jax.random.key(seed))
+        out[label] = time.perf_counter() - t0
+    return out
+
+
+def route_seconds(row) -> float:
+    """The automatic size plus NUTS on its coreset (what replaces full-data NUTS)."""
+    return row["seconds"] + row["sample_seconds"] if row.get("sample_seconds") is not None else None
+
+
+def summarise(rows: list, nuts: dict = None) -> dict:
     scored = [r for r in rows if r["kl_floor"] <= r["tol"] / 3]
     trusted = [r for r in scored if r["verdict"] in ("good", "usable") and r["reached"]]
     within = [r for r in scored if r["oracle"] is not None]
-    return {"cells": len(rows), "resolved_cells": len(scored),
+    out = {"cells": len(rows), "resolved_cells": len(scored),
             "trusted_and_within_3x_tol": f"{sum(r['kl'] <= 3 * r['tol'] for r in trusted)}/{len(trusted)}",
             "size_at_most_2x_oracle": f"{sum(r['size'] <= 2 * r['oracle'] for r in within)}/{len(within)}",
             "median_seconds": float(np.median([r["seconds"] for r in rows])) if rows else None,
             "warned_when_unreached": f"{sum(r['warned'] for r in rows if not r['reached'])}/"
                                      f"{sum(not r['reached'] for r in rows)}"}
+    timed = [r for r in rows if route_seconds(r) is not None and (nuts or {}).get(r["problem"])]
+    if timed:
+        warm = [route_seconds(r) / nuts[r["problem"]]["warm_s"] for r in timed if not r.get("first_in_process")]
+        first = [route_seconds(r) / nuts[r["problem"]]["first_s"] for r in timed if r.get("first_in_process")]
+        out["route_over_full_nuts_warm_median"] = float(np.median(warm)) if warm else None
+        out["route_over_full_nuts_first_median"] = float(np.median(first)) if first else None
+        out["timed_cells"] = len(timed)
+    return out
 
 
 def plot(rows, out_dir, stem):
@@ -165,11 +195,17 @@ def no_compression_case() -> dict:
     return out
 
 
-def ledger() -> list:
-    if not os.path.exists(LEDGER):
+def ledger(path=LEDGER) -> list:
+    if not os.path.exists(path):
         return []
-    with open(LEDGER) as f:
+    with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def append(path, row) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "a") as f:
+        f.write(json.dumps(common.jsonable(row)) + "\n")
 
 
 def main(argv=None, *, quick=None, out_dir=None):
@@ -190,21 +226,25 @@ def main(argv=None, *, quick=None, out_dir=None):
     if not args.report:
         done = {(r["problem"], r["tol"], r["trial"]) for r in ledger()}
         commit = common.environment()["git_commit"]
+        timed = {r["problem"] for r in ledger(NUTS_LEDGER)}
         for name in args.problems:
             problem = models.load_problem(name, args.data_dir)
             ref = full_reference(name, problem)
+            first = True  # the first cell of a problem in this process compiles its programs
             for tol in args.tols:
                 for trial in range(args.trials or 3):
                     if (name, tol, trial) in done:
                         continue
-                    row = dict(run_cell(name, problem, ref, tol, trial), commit=commit)
-                    os.makedirs(models.TMP, exist_ok=True)
-                    with open(LEDGER, "a") as f:
-                        f.write(json.dumps(common.jsonable(row)) + "\n")
+                    row = dict(run_cell(name, problem, ref, tol, trial), commit=commit, first_in_process=first)
+                    first = False
+                    append(LEDGER, row)
                     print(f"{name} tol {tol} t{trial}: size {row['size']} (oracle {row['oracle']}), KL {row['kl']:.3g} "
                           f"(cert {row['cert_kl']:.3g}, {row['verdict']}), {row['seconds']:.1f} s", flush=True)
+            if name not in timed:
+                append(NUTS_LEDGER, dict(full_nuts_seconds(name, problem), commit=commit))
     rows = ledger()
-    result = {"environment": common.environment(), "summary": summarise(rows),
+    nuts = {r["problem"]: r for r in ledger(NUTS_LEDGER)}
+    result = {"environment": common.environment(), "summary": summarise(rows, nuts), "full_nuts": nuts,
               "no_compression": no_compression_case(), "runs": rows}
     common.write_json(result, args.out, "auto_size")
     plot(rows, args.out, "auto_size")
