@@ -132,3 +132,32 @@ def test_padding_a_coreset_leaves_its_certificate_unchanged():
     plain, padded = cj.certify(model, y, cs, draws), cj.certify(model, y, wide, draws)
     np.testing.assert_allclose([padded.kl, padded.khat], [plain.kl, plain.khat], rtol=1e-5, atol=1e-9)
     assert padded.verdict == plain.verdict
+
+
+def test_planned_sizes_are_the_doublings_and_their_geometric_means():
+    assert auto_size.planned_sizes(16, 4096) == (64, (16, 23, 32, 45))
+    assert auto_size.planned_sizes(16, 40) == (40, (16, 23, 32, 36))
+    assert auto_size.planned_sizes(32, 32) == (32, ())
+
+
+@pytest.mark.slow
+def test_omp_search_runs_omp_once_for_the_sizes_on_its_greedy_path(monkeypatch):
+    """With OMP the sizes up to 4 M_0 come from one run (one compilation), and the chosen coreset is the one
+    cj.coreset builds at that size with the same key (the same exact KL)."""
+    model, data, kl = regression()
+    from coresets_jax.construct import pipeline
+    sizes_built = []
+    build_checked = pipeline.build_checked
+
+    def counting(V, stats, size, *args, **kwargs):
+        sizes_built.append(size)
+        return build_checked(V, stats, size, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "build_checked", counting)
+    cs = cj.coreset(model, data, key=jax.random.key(1), tol=0.1)
+    tried = [p["size"] for p in cs.info["path"]]
+    capacity, planned = auto_size.planned_sizes(tried[0], auto_size.default_limit(5000))
+    assert len(tried) >= 2 and all(s <= capacity for s in tried), tried  # a real search, all on the path
+    assert sizes_built == [capacity]
+    alone = cj.coreset(model, data, cs.capacity, "omp", key=jax.random.key(1))
+    np.testing.assert_allclose(kl(cs), kl(alone), rtol=1e-3, atol=1e-6)

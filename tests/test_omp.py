@@ -321,3 +321,30 @@ def test_omp_sharded_equals_single_device():
     r = json.loads(proc.stdout.strip().splitlines()[-1])
     assert 1 / 1.1 <= r["sharded"] / r["single"] <= 1.1, r
     assert r["identical"], r
+
+
+def test_the_greedy_path_gives_each_smaller_size_what_its_own_run_gives():
+    """One run at size 32 with path_sizes returns, for each smaller m, the coreset OMP at size m returns (the
+    same rows, the same error), with zero weight after its first m slots; errors checked in NumPy."""
+    rng = np.random.default_rng(11)
+    V = jnp.asarray(rng.normal(size=(600, 60)) + 0.3, jnp.float32)
+    sizes = (8, 11, 16, 23)
+    run = cj.build_fn("omp", 32, path_sizes=sizes)(V, jax.random.key(0))
+    V64 = np.asarray(V, np.float64)
+    y = V64.sum(0)
+
+    def error(indices, weights):
+        return np.linalg.norm(y - np.asarray(weights, np.float64) @ V64[np.asarray(indices)]) / np.linalg.norm(y)
+
+    for k, m in enumerate(sizes):
+        indices, weights = np.asarray(run.info["path_indices"][k]), np.asarray(run.info["path_weights"][k])
+        alone = cj.build(V, m, "omp")
+        assert np.all(weights[m:] == 0) and np.sum(weights > 0) <= m
+        assert set(indices[weights > 0]) == set(np.asarray(alone.indices)[np.asarray(alone.weights) > 0])
+        np.testing.assert_allclose(error(indices, weights), error(alone.indices, alone.weights), rtol=1e-5)
+        np.testing.assert_allclose(float(run.info["path_errors"][k]) ** 0.5, error(indices, weights), rtol=1e-4)
+    assert error(run.indices, run.weights) < error(run.info["path_indices"][-1], run.info["path_weights"][-1])
+    with pytest.raises(ValueError, match="path_sizes"):
+        cj.build_fn("omp", 16, path_sizes=(8, 16))
+    with pytest.raises(ValueError, match="path_sizes"):
+        cj.build_fn("omp", 16, path_sizes=8)

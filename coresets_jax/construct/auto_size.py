@@ -4,7 +4,9 @@
 The certificate (`cj.certify`) estimates KL(pi_w || pi) from draws of the coreset posterior with one pass
 over the data. The search asks it at a sequence of sizes, reusing what does not depend on the size:
 
-1. pi_hat and the projection V are computed once (HC Algorithm 3's first two steps).
+1. pi_hat and the projection V are computed once (HC Algorithm 3's first two steps). With OMP, one run at
+   SHARED x M_0 gives the coresets of every size the search can try up to there (the greedy path,
+   `solvers.omp`'s `path_sizes`), so they cost one compilation and one run, not one each.
 2. Sizes grow geometrically, M = M_0, 2 M_0, 4 M_0, ..., up to the limit (`size`, or `default_limit`), with
    M_0 the power of two at or above max(16, D + 1) (a coreset needs about D + 1 points to pin the mean and
    scale of a D-dimensional posterior). At each size the vector method (default OMP, the best Hilbert method
@@ -38,7 +40,7 @@ import numpy as np
 from ..core import Coreset, Model
 from ..registry import Construction
 
-__all__ = ["DEFAULT_LIMIT", "FIRST_SIZE", "auto_coreset", "default_limit", "first_size", "passes"]
+__all__ = ["DEFAULT_LIMIT", "FIRST_SIZE", "auto_coreset", "default_limit", "first_size", "passes", "planned_sizes"]
 
 FIRST_SIZE = 16          # the smallest size tried (raised to D + 1)
 DEFAULT_LIMIT = 4096     # the default largest size (benchmarks/auto_size.py)
@@ -85,13 +87,31 @@ def _sizes_between(lo: int, hi: int) -> Optional[int]:
     return mid if lo < mid < hi else None
 
 
+def planned_sizes(first: int, limit: int) -> tuple:
+    """(capacity, sizes): the sizes the search can try up to min(limit, SHARED x first), below that capacity:
+    the doublings from `first` and the geometric means between consecutive ones (e.g. 16 -> (64, (16, 23,
+    32, 45)))."""
+    capacity = min(limit, SHARED * first)
+    doublings, m = [], first
+    while m < capacity:
+        doublings.append(m)
+        m *= 2
+    doublings.append(capacity)
+    mids = [_sizes_between(a, b) for a, b in zip(doublings, doublings[1:])]
+    return capacity, tuple(sorted({m for m in doublings + mids if m is not None and m < capacity}))
+
+
 def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, construction: Construction,
                  key: jax.Array, build_at, sample_kwargs: Optional[dict] = None, draw=None, judge=None,
-                 dim: Optional[int] = None) -> Coreset:
+                 dim: Optional[int] = None, build_path=None) -> Coreset:
     """The search (module docstring). `build_at(size) -> Coreset` builds the method's coreset at a size on the
     shared projection (it checks the memory); `key` drives the draws. `draw(cs, key, init) -> Posterior` and
     `judge(cs, draws) -> Certificate` default to NUTS on `data` (`SAMPLING`) and `cj.certify` against `data`
-    (a stream passes its own: draws from the selected rows, certificates over the chunks)."""
+    (a stream passes its own: draws from the selected rows, certificates over the chunks).
+
+    `build_path(capacity, sizes) -> {size: Coreset}` (optional; OMP's greedy path): one run at `capacity` that
+    also gives the coresets of the smaller `sizes` (`planned_sizes`); used for the sizes up to that capacity,
+    which then cost one compilation and one run instead of one each."""
     from ..certification import certify
     from ..inference import sample
 
@@ -102,13 +122,22 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
     if judge is None:
         def judge(cs, draws):
             return certify(model, data, cs, draws)
-    path, tried = [], {}
+    path, tried, from_path = [], {}, {}
     init = None
+
+    def build(size: int) -> Coreset:
+        if build_path is not None:
+            capacity, sizes = planned_sizes(first, limit)
+            if size == capacity or size in sizes:
+                if not from_path:
+                    from_path.update(build_path(capacity, sizes))
+                return from_path[size]
+        return build_at(size)
 
     def attempt(size: int):
         nonlocal init
         t0 = time.perf_counter()
-        cs = build_at(size)
+        cs = build(size)
         k = jax.random.fold_in(key, size)
         # Draws and certificate on slots padded to a shared capacity: one compiled sampler and certificate
         # for the first sizes, not one per size (padding has weight 0 and adds exactly 0 to the density).

@@ -193,15 +193,31 @@ def _auto(model, data, size, method, key, tol, *, norm, num_features, pi_hat, dt
     compress, compress_tol = options.get("compress", "auto"), options.get("compress_tol", 3e-3)
     digest = _io.digest(data)
 
-    def build_at(m: int) -> Coreset:
+    def build_at(m: int, **more) -> Coreset:
         check_fits(construction, m, shape, vdtype, device, opts)
         extra = {k: v for k, v in options.items() if k not in ("compress", "compress_tol")}
+        extra.update(more)
         cs = build_checked(V, stats, m, construction, key_solve, compress, compress_tol, extra)
         return Coreset(cs.indices, cs.weights, cs.info, cs.method,
                        dict(cs.settings, norm=norm, num_features=num_features, key=key_data(key),
                             data_digest=digest, N=n))
 
-    cs = _auto_size.auto_coreset(model, data, n, tol, limit, construction, jax.random.fold_in(key, 1), build_at)
+    build_path = None
+    if "path_sizes" in construction.options and "path_sizes" not in options and not options.get("refit") \
+            and compress is not True:
+        def build_path(capacity: int, sizes: tuple) -> dict:
+            """One run at `capacity` (its coreset) and the greedy path's coresets of the smaller `sizes`."""
+            run = build_at(capacity, path_sizes=sizes)
+            out = {capacity: run}
+            for k, m in enumerate(sizes):
+                indices, weights = run.info["path_indices"][k, :m], run.info["path_weights"][k, :m]
+                info = {"relative_error": jnp.sqrt(run.info["path_errors"][k]), "finite": run.info["finite"],
+                        "greedy_path_of": capacity}
+                out[m] = Coreset(indices, weights, info, run.method, dict(run.settings, size=m))
+            return out
+
+    cs = _auto_size.auto_coreset(model, data, n, tol, limit, construction, jax.random.fold_in(key, 1), build_at,
+                                 build_path=build_path)
     return (cs, V) if return_vectors else cs
 
 

@@ -58,6 +58,15 @@ returned.
 
 One pass over V per iteration (the correlations); the support rows are gathered with `take_rows`, so the
 refit never touches V.
+
+The greedy path (`path_sizes`, ours; used by `cj.coreset(..., tol=...)`). OMP at size m follows the same
+steps as OMP at any larger size for as long as its support has fewer than m rows: a step's selection and refit
+depend on the support, never on the capacity. So one run at the largest size also gives the coreset that
+each smaller size m would return: the best iterate among the steps that began with fewer than m rows and
+within m's step budget (2 m). It differs from a separate run at m only by that run's last step, a refit on
+the full support with no new row (the refit that the step before it already refined). The run keeps one
+best iterate per size (O(K M^2) memory for K sizes), so the automatic size compiles and runs OMP once for
+the sizes it tries first, not once per size.
 """
 
 from __future__ import annotations
@@ -98,7 +107,9 @@ class OMPState(NamedTuple):
     are pairs support.weights + weights_lo, and resid + resid_lo is y - V_S^T w (compensated,
     `least_squares`); kkt is the last NNLS optimality gap; qr factors V_S^T on the slots (exact NNLS only).
     errors[t] is the squared relative error after step t. best (with best_lo and best_r, its R) is the best
-    iterate.
+    iterate. marks (with marks_lo, marks_r, marks_error) holds, per size of `path_sizes` (leading axis K), the
+    best iterate of the steps that began with fewer rows than that size; marks_open says which are still
+    taking iterates (the greedy path, module docstring).
     """
 
     support: Support
@@ -121,6 +132,11 @@ class OMPState(NamedTuple):
     mark: jax.Array
     since: jax.Array
     iteration: jax.Array
+    marks: Support
+    marks_lo: jax.Array
+    marks_r: jax.Array
+    marks_error: jax.Array
+    marks_open: jax.Array
 
 
 def _kkt(gram: jax.Array, rhs: jax.Array, x: jax.Array, mask: jax.Array) -> jax.Array:
@@ -143,9 +159,23 @@ def _compact(keep: jax.Array, *arrays_and_axes):
     return out
 
 
+def _check_path_sizes(path_sizes, size: int) -> tuple:
+    """path_sizes as a sorted tuple of distinct ints in [1, size), or ValueError."""
+    if isinstance(path_sizes, (int, float)) or path_sizes is None:
+        raise ValueError(f"path_sizes: expected a sequence of sizes below size = {size}, got {path_sizes!r}")
+    out = tuple(sorted({check_positive_int(m, "path_sizes") for m in path_sizes}))
+    if out and out[-1] >= size:
+        raise ValueError(f"path_sizes: every size must be below size = {size} (the run itself), got {out[-1]}")
+    return out
+
+
 def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
-        exact_nnls: bool = True) -> Solver:
+        exact_nnls: bool = True, path_sizes: tuple = ()) -> Solver:
     """OMP with budget `size` (capacity).
+
+    path_sizes: sizes m < size whose coresets the run also returns (the greedy path, module docstring): the
+    result's info gains `path_indices` and `path_weights` (K, size), row k holding size m_k's coreset in its
+    first m_k slots (zero weights after them), and `path_errors` (K,), their squared relative errors.
 
     exact_nnls=True (default): the support NNLS is Lawson-Hanson's active-set loop on a QR factorisation of
     the support rows that grows by one column per step (`least_squares`), exact up to the dtype's round-off.
@@ -156,6 +186,9 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
     nnls_max_iter = check_positive_int(nnls_max_iter, "nnls_max_iter")
     if nnls_tol is not None:
         nnls_tol = check_nonneg_float(nnls_tol, "nnls_tol")
+    path_sizes = _check_path_sizes(path_sizes, size)
+    marks_at = jnp.asarray(path_sizes, jnp.int32).reshape(-1)
+    num_marks = len(path_sizes)
 
     def init(problem: Problem, key: jax.Array) -> OMPState:
         del key  # deterministic
@@ -168,7 +201,11 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
                         problem.target, jnp.zeros_like(problem.target), jnp.ones(_STEPS * size, dtype),
                         jnp.zeros((), dtype), qr, jnp.asarray(0), jnp.asarray(False),
                         support_empty(size, dtype), jnp.zeros(size, dtype), jnp.zeros_like(qr.r), one, one,
-                        jnp.asarray(0), jnp.asarray(0))
+                        jnp.asarray(0), jnp.asarray(0),
+                        jax.tree.map(lambda x: jnp.broadcast_to(x, (num_marks,) + x.shape),
+                                     support_empty(size, dtype)),
+                        jnp.zeros((num_marks, size), dtype), jnp.zeros((num_marks,) + qr.r.shape, dtype),
+                        jnp.full(num_marks, jnp.inf, dtype), jnp.ones(num_marks, bool))
 
     def step(problem: Problem, s: OMPState) -> OMPState:
         dtype = problem.target.dtype
@@ -262,6 +299,14 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
         better = err < s.best_error
         best, best_lo, best_r = jax.tree.map(lambda new, old: jnp.where(better, new, old), (support, x_lo, qr.r),
                                              (s.best, s.best_lo, s.best_r))
+        # the greedy path: size m's run takes this step's iterate iff the step began with fewer than m rows
+        # and within its budget of 2 m steps; after the first step that does not, it has stopped for good
+        taking = s.marks_open & (t < marks_at) & (s.iteration < _STEPS * marks_at)
+        improves = taking & (err < s.marks_error)
+        pick_new = lambda new, old: jnp.where(  # noqa: E731
+            improves.reshape((-1,) + (1,) * (old.ndim - 1)), jnp.broadcast_to(new, old.shape), old)
+        marks, marks_lo, marks_r = jax.tree.map(pick_new, (support, x_lo, qr.r), (s.marks, s.marks_lo, s.marks_r))
+        marks_error = jnp.where(improves, err, s.marks_error)
         progressed = err < (1 - _PROGRESS) ** 2 * s.mark  # err is squared
         mark = jnp.where(progressed, err, s.mark)
         since = jnp.where(progressed, 0, s.since + 1)
@@ -271,7 +316,8 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
             stalled = (~add & ((res.kkt <= tol) | (idle >= 5))) | (since >= _PATIENCE)
         return OMPState(support, chosen, refused, gram, rhs, x_lo, resid, resid_lo,
                         s.errors.at[s.iteration].set(err), kkt, qr, idle, stalled, best, best_lo, best_r,
-                        jnp.minimum(err, s.best_error), mark, since, s.iteration + 1)
+                        jnp.minimum(err, s.best_error), mark, since, s.iteration + 1, marks, marks_lo, marks_r,
+                        marks_error, taking)
 
     def done(s: OMPState) -> jax.Array:
         return s.stalled | (s.iteration >= _STEPS * size)
@@ -282,7 +328,13 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
         weights = s.best.weights
         if exact_nnls:  # the weights are pairs (hi, lo): round them by nearest plane on the support's R
             weights = round_nearest_plane(s.best_r, weights, s.best_lo, s.best.count)
-        return s.best.indices, weights, {"errors": errors, "iterations": it, "nnls_kkt": s.kkt}
+        info = {"errors": errors, "iterations": it, "nnls_kkt": s.kkt}
+        if num_marks:
+            path_weights = s.marks.weights
+            if exact_nnls:
+                path_weights = jax.vmap(round_nearest_plane)(s.marks_r, path_weights, s.marks_lo, s.marks.count)
+            info.update(path_indices=s.marks.indices, path_weights=path_weights, path_errors=s.marks_error)
+        return s.best.indices, weights, info
 
     # under vmap, each batch element runs the unbatched step (bit for bit a Python loop's result)
     return Solver(init, sequential_under_vmap(step), done, sequential_under_vmap(extract))
