@@ -238,20 +238,40 @@ def table_coreset_mcmc_scale(with_commit: bool) -> str:
 
 
 def table_auto_size(with_commit: bool) -> str:
-    """The automatic size against the oracle size, per problem and tol (benchmarks/auto_size.py)."""
+    """The automatic size against the oracle size, per problem and tol over the trials (benchmarks/auto_size.py)."""
     data = _load("auto_size")
-    lines = ["| problem | tol | trial | size chosen (points) | oracle size | certificate KL, verdict | measured KL "
-             "(floor) | sizes tried | seconds |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in sorted(data["runs"], key=lambda r: (r["problem"], -r["tol"], r["trial"])):
-        tried = ", ".join(str(p["size"]) for p in r["path"])
-        lines.append(f"| {r['problem']} | {r['tol']:g} | {r['trial']} | {r['size']} ({r['points']}) "
-                     f"| {r['oracle'] if r['oracle'] is not None else '–'} | {_fmt(r['cert_kl'])}, {r['verdict']} "
-                     f"| {_fmt(r['kl'])} ({_fmt(r['kl_floor'])}) | {tried} | {_seconds(r['seconds'])} |")
+    nuts = data.get("full_nuts") or {}
+    lines = ["| problem | tol | sizes chosen | oracle sizes | verdicts | certificate KL | measured KL, max (floor) "
+             "| sizes tried | seconds | with NUTS / full NUTS |", "|---|---|---|---|---|---|---|---|---|---|"]
+    cells = sorted({(r["problem"], r["tol"]) for r in data["runs"]}, key=lambda c: (c[0], -c[1]))
+    for problem, tol in cells:
+        rs = sorted((r for r in data["runs"] if r["problem"] == problem and r["tol"] == tol), key=lambda r: r["trial"])
+        paths = sorted({", ".join(str(p["size"]) for p in r["path"]) for r in rs})
+        ratios = []
+        for r in rs:  # the route (search + NUTS on its coreset) over full NUTS timed in the same process
+            ref = nuts.get(problem)
+            if ref and r.get("sample_seconds") is not None:
+                full = ref["first_s"] if r.get("first_in_process") else ref["warm_s"]
+                ratios.append((r["seconds"] + r["sample_seconds"]) / full)
+        lines.append(f"| {problem} | {tol:g} | {', '.join(str(r['size']) for r in rs)} "
+                     f"| {', '.join(str(r['oracle']) if r['oracle'] is not None else '–' for r in rs)} "
+                     f"| {', '.join(r['verdict'] for r in rs)} | {', '.join(_fmt(r['cert_kl'], 2) for r in rs)} "
+                     f"| {_fmt(max(r['kl'] for r in rs))} ({_fmt(rs[0]['kl_floor'])}) | {'; '.join(paths)} "
+                     f"| {', '.join(_fmt(r['seconds'], 2) for r in rs)} "
+                     f"| {', '.join(_fmt(x, 2) for x in ratios) if ratios else '–'} |")
     summ = data["summary"]
-    lines += ["", f"Cells: {summ['cells']} ({summ['resolved_cells']} where the measured KL's own floor is below "
+    lines += ["", f"Cells: {summ['cells']} runs ({summ['resolved_cells']} where the measured KL's own floor is below "
               f"tol / 3). Trusted (good or usable, tol reached) with measured KL at most 3 tol: "
               f"{summ['trusted_and_within_3x_tol']}. Chosen size at most 2x the oracle's: "
               f"{summ['size_at_most_2x_oracle']}. Warned where no size reached tol: {summ['warned_when_unreached']}."]
+    if summ.get("timed_cells"):
+        lines.append(f"The search plus NUTS on its coreset over full-data NUTS (2 chains x (500 + 1000), the same "
+                     f"settings, timed in the same process): median {_fmt(summ['route_over_full_nuts_warm_median'], 2)}"
+                     f"x warm, {_fmt(summ['route_over_full_nuts_first_median'], 2)}x for a problem's first cell "
+                     f"against full NUTS's first call (both compiling), over {summ['timed_cells']} timed runs. "
+                     "Full NUTS, first / warm call: " + ", ".join(
+                         f"{p} {_fmt(v['first_s'], 2)} / {_fmt(v['warm_s'], 2)} s" for p, v in sorted(nuts.items()))
+                     + ".")
     nc = data.get("no_compression")
     if nc:
         free, capped = nc["no_limit"], nc["limit_N_over_2"]
@@ -260,8 +280,34 @@ def table_auto_size(with_commit: bool) -> str:
                      f"{_fmt(free['cert_kl'])}, {free['verdict']}); with the limit {capped['limit']} it returns size "
                      f"{capped['size']} (KL {_fmt(capped['cert_kl'])}, {capped['verdict']}) and "
                      + ("warns: \"" + capped["warning"].split(";")[0] + "\"." if capped["warning"] else "does not warn."))
-    lines.append("The measured KL is exact for Gaussian location, else the two-moment KL of 2 x 1000 NUTS draws "
-                 "against the full-data reference. " + provenance(data, "auto_size", with_commit))
+    commits = sorted({r.get("commit") for r in data["runs"] if r.get("commit")})
+    lines.append("Each cell lists its trials (seeds) in order; the last column lists the trials that recorded the time "
+                 "of NUTS on their coreset, and a problem's first of them compiled its programs. The measured KL is exact for Gaussian location, else "
+                 "the two-moment KL of 2 x 1000 NUTS draws against the full-data reference. "
+                 + (f"The runs' own commits: {', '.join(f'`{c}`' for c in commits)}. " if with_commit and commits
+                    else "")
+                 + provenance(data, "auto_size", with_commit))
+    return "\n".join(lines)
+
+
+def table_greedy_path(with_commit: bool) -> str:
+    """The automatic size with OMP's greedy path against one OMP run per size (investigations/greedy_path.py)."""
+    data = _load("greedy_path")
+    lines = ["| N | variant | first call s (compiling s) | second call s | sizes tried | chosen size, KL |",
+             "|---|---|---|---|---|---|"]
+    for row in data["summary"]:
+        n = row["N"]
+        for variant in data["variants"]:
+            rs = [r for r in data["runs"] if r["N"] == n and r["variant"] == variant]
+            chosen = ", ".join(f"{r['size']} ({_fmt(r['kl'], 2)})" for r in rs)
+            tried = "; ".join(", ".join(map(str, sizes)) for sizes in row[variant + "_sizes"])
+            lines.append(f"| {n:,} | {variant.replace('_', ' ')} | {_fmt(row[variant + '_first_s'])} "
+                         f"({_fmt(row[variant + '_compile_s'])}) | {_fmt(row[variant + '_second_s'])} "
+                         f"| {tried} | {chosen} |")
+    lines += ["", "Greedy path over one run per size, paired by repeat (median): " + "; ".join(
+        f"N = {row['N']:,}: first call {_fmt(row['ratio_first_median'], 2)}x, second {_fmt(row['ratio_second_median'], 2)}x"
+        for row in data["summary"]) + f". Medians over {max(r['repeat'] for r in data['runs']) + 1} fresh processes per "
+        "cell, empty compilation caches. " + provenance(data, "greedy_path", with_commit)]
     return "\n".join(lines)
 
 
@@ -276,6 +322,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "device_gpu": table_device_pipeline,
     "coreset_mcmc_scale": table_coreset_mcmc_scale,
     "auto_size": table_auto_size,
+    "greedy_path": table_greedy_path,
     "float32_chains": table_float32_chains,
 }
 
