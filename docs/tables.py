@@ -311,6 +311,16 @@ def table_greedy_path(with_commit: bool) -> str:
     return "\n".join(lines)
 
 
+def table_cold_path_quality(with_commit: bool) -> str:
+    """Coreset quality of the cheaper construction variants (investigations/cold_path.py --quality)."""
+    data = _load("cold_path_quality")
+    trials = max(r["trial"] for r in data["rows"]) + 1
+    return (data["table_markdown"].rstrip("\n") + "\n\n"
+            + f"OMP at M = {data['M']}, {trials} trials per row (medians; maxima in brackets); the coreset posterior is "
+              "NUTS 2 x (500 + 1000) against full-data NUTS; z2 = mean_d (mu_hat_d - mu_d)^2 / sd_d^2; KL is the "
+              "certificate's. " + provenance(data, "cold_path_quality", with_commit))
+
+
 TABLES: dict[str, Callable[[bool], str]] = {
     "cold_start": table_cold_start,
     "certify": table_certify,
@@ -323,6 +333,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "coreset_mcmc_scale": table_coreset_mcmc_scale,
     "auto_size": table_auto_size,
     "greedy_path": table_greedy_path,
+    "cold_path_quality": table_cold_path_quality,
     "float32_chains": table_float32_chains,
 }
 
