@@ -369,6 +369,8 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
                        help="also run NumPyro NUTS with chain_method='sequential' (to choose CHAIN_METHOD)")
 
     args = common.resolve(argv, quick, out_dir, __doc__, extra)
+    if args.tag and not args.tag.startswith(("_", "-")):
+        args.tag = "_" + args.tag  # --tag gpu writes vs_peers_gpu.json
     if args.merge:
         return merge(args)
     work = tempfile.mkdtemp(prefix="vs_peers_")

@@ -329,6 +329,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "models_refine": lambda with_commit: table_models(with_commit, "models_refine"),
     "vs_peers": table_vs_peers,
     "vs_peers_gpu": lambda with_commit: table_vs_peers(with_commit, "vs_peers_gpu"),
+    "vs_peers_auto_1e6": lambda with_commit: table_vs_peers(with_commit, "vs_peers_auto_1e6"),
     "device_gpu": table_device_pipeline,
     "coreset_mcmc_scale": table_coreset_mcmc_scale,
     "auto_size": table_auto_size,
