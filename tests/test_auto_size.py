@@ -159,5 +159,6 @@ def test_omp_search_runs_omp_once_for_the_sizes_on_its_greedy_path(monkeypatch):
     capacity, planned = auto_size.planned_sizes(tried[0], auto_size.default_limit(5000))
     assert len(tried) >= 2 and all(s <= capacity for s in tried), tried  # a real search, all on the path
     assert sizes_built == [capacity]
+    assert cs.settings["greedy_path_of"] == capacity and "path_sizes" not in cs.settings["options"]
     alone = cj.coreset(model, data, cs.capacity, "omp", key=jax.random.key(1))
     np.testing.assert_allclose(kl(cs), kl(alone), rtol=1e-3, atol=1e-6)

@@ -208,12 +208,15 @@ def _auto(model, data, size, method, key, tol, *, norm, num_features, pi_hat, dt
         def build_path(capacity: int, sizes: tuple) -> dict:
             """One run at `capacity` (its coreset) and the greedy path's coresets of the smaller `sizes`."""
             run = build_at(capacity, path_sizes=sizes)
-            out = {capacity: run}
+            # each coreset records the options of its own size (no path_sizes) and the run it was read from
+            own = {k: v for k, v in run.settings["options"].items() if k != "path_sizes"}
+            out = {capacity: Coreset(run.indices, run.weights, run.info, run.method,
+                                     dict(run.settings, options=own, greedy_path_of=capacity))}
             for k, m in enumerate(sizes):
                 indices, weights = run.info["path_indices"][k, :m], run.info["path_weights"][k, :m]
-                info = {"relative_error": jnp.sqrt(run.info["path_errors"][k]), "finite": run.info["finite"],
-                        "greedy_path_of": capacity}
-                out[m] = Coreset(indices, weights, info, run.method, dict(run.settings, size=m))
+                info = {"relative_error": jnp.sqrt(run.info["path_errors"][k]), "finite": run.info["finite"]}
+                out[m] = Coreset(indices, weights, info, run.method,
+                                 dict(run.settings, size=m, options=own, greedy_path_of=capacity))
             return out
 
     cs = _auto_size.auto_coreset(model, data, n, tol, limit, construction, jax.random.fold_in(key, 1), build_at,
