@@ -21,7 +21,9 @@ allow. Every contender sees the same NumPyro model:
   `cj.certify(model, data, cs, post.samples)`; package defaults (Laplace on all rows, J = 500);
 - `ours_auto`: `cj.coreset(model, data, key=key, tol=0.1)` (its certificate attached), then `cj.sample`;
 - `ours_options`: `ours_fixed` with the two options of investigations/cold_path.py instead of the defaults:
-  pi_hat = `cj.laplace(..., subsample=10_000)` and J = `cj.features.projection.auto_num_features(D, M)`.
+  pi_hat = `cj.laplace(..., subsample=10_000)` and J = `cj.features.projection.auto_num_features(D, M)`;
+- `ours_candidates`, `ours_auto_candidates`: `ours_fixed` and `ours_auto` with `candidate_rows=100_000`: OMP
+  chooses among a uniform 100,000 rows and fits the full data's feature sum (one streamed pass over N).
 
 Each contender runs in a FRESH Python process with empty compilation caches (JAX_COMPILATION_CACHE_DIR a new
 empty folder per process, CORESETS_JAX_NO_CACHE=1): `cold_s` is its first call, data already in memory
@@ -59,7 +61,9 @@ ROOT = os.path.dirname(HERE)
 sys.path[:0] = [HERE, ROOT]
 import common  # noqa: E402
 
-CONTENDERS = ("nuts", "hmcecs", "sgld", "ours_fixed", "ours_auto", "ours_options")
+CONTENDERS = ("nuts", "hmcecs", "sgld", "ours_fixed", "ours_auto", "ours_options", "ours_candidates",
+              "ours_auto_candidates")
+CANDIDATE_ROWS = 100_000  # ours_candidates, ours_auto_candidates: cj.coreset(..., candidate_rows=...)
 OPTIONS_SUBSAMPLE = 10_000  # ours_options: Laplace fit on this many rows (cj.laplace(..., subsample=n))
 MODELS = {"logistic10": ("logistic", 10), "logistic50": ("logistic", 50),
           "poisson10": ("poisson", 10), "poisson50": ("poisson", 50)}
@@ -175,15 +179,16 @@ def run_contender(name: str, fn, X, y, key, cfg: dict):
         res = sgmcmc_baselines.run_sg({"model": model, "data": data}, "sgld", cfg["sgld_steps"], key, None)
         out = np.asarray(res.samples)
         info.update(step_size=res.step_size, gradient_evaluations=res.gradient_evaluations)
-    elif name in ("ours_fixed", "ours_auto", "ours_options"):
+    elif name in ("ours_fixed", "ours_auto", "ours_options", "ours_candidates", "ours_auto_candidates"):
         # cj.from_numpyro once per process (timed in the first call): a user's second call reuses the model;
         # a new Model object is a new static argument, so every program would be compiled again.
         if (fn, id(X)) not in _MODELS:
             _MODELS[(fn, id(X))] = cj.from_numpyro(fn, X, y)
         model, data = _MODELS[(fn, id(X))]
-        if name == "ours_fixed":
+        candidates = {"candidate_rows": CANDIDATE_ROWS} if name.endswith("_candidates") else {}
+        if name in ("ours_fixed", "ours_candidates"):
             cs = cj.coreset(model, data, size=cfg["M"], method="omp", key=key,
-                            **cfg.get("coreset_options", {}))
+                            **cfg.get("coreset_options", {}), **candidates)
         elif name == "ours_options":  # the options of issue 36, not the defaults
             n = int(X.shape[0])
             pi_hat = None
@@ -192,7 +197,7 @@ def run_contender(name: str, fn, X, y, key, cfg: dict):
             cs = cj.coreset(model, data, size=cfg["M"], method="omp", key=key, pi_hat=pi_hat,
                             num_features=cj.features.projection.auto_num_features(int(X.shape[1]), cfg["M"]))
         else:
-            cs = cj.coreset(model, data, key=key, tol=cfg["tol"], **cfg.get("coreset_options", {}))
+            cs = cj.coreset(model, data, key=key, tol=cfg["tol"], **cfg.get("coreset_options", {}), **candidates)
         jax.block_until_ready(cs.weights)
         info["coreset_s"] = time.perf_counter() - t0
         t1 = time.perf_counter()
@@ -200,7 +205,7 @@ def run_contender(name: str, fn, X, y, key, cfg: dict):
                          warn=False)
         jax.block_until_ready(post.samples)
         info["sample_s"] = time.perf_counter() - t1
-        if name != "ours_auto":
+        if not name.startswith("ours_auto"):
             t1 = time.perf_counter()
             cert = cj.certify(model, data, cs, post.samples)
             info["certify_s"] = time.perf_counter() - t1
@@ -612,7 +617,8 @@ def _plot(result: dict, out_dir: str, stem: str) -> None:
     labels = list(dict.fromkeys(c["model"] for c in result["cells"])) or ["-"]
     fig, axes = common.figure(1, len(labels), size=(5.5, 4.2))
     colors = {"nuts": "k", "hmcecs": "tab:orange", "sgld": "tab:green", "ours_fixed": "tab:blue",
-              "ours_auto": "tab:purple", "ours_options": "tab:cyan", "nuts_sequential": "tab:gray"}
+              "ours_auto": "tab:purple", "ours_options": "tab:cyan", "nuts_sequential": "tab:gray",
+              "ours_candidates": "tab:red", "ours_auto_candidates": "tab:pink"}
     for ax, label in zip(axes[0], labels):
         cells = [c for c in result["cells"] if c["model"] == label]
         for c in colors:

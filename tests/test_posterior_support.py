@@ -8,8 +8,8 @@ import pytest
 
 import coresets_jax as cj
 from coresets_jax.construct import build
-from coresets_jax.posterior_driven.support import (SUPPORT_ROWS, _target_fn, resolve_rows, support_features,
-                                                  support_start)
+from coresets_jax.features.projection import feature_sum_fn
+from coresets_jax.posterior_driven.support import SUPPORT_ROWS, resolve_rows, support_features, support_start
 
 
 def test_rows_resolve_to_the_cap_at_least_four_per_point_and_at_most_n():
@@ -32,7 +32,7 @@ def test_streamed_target_is_the_full_sum_of_the_projected_rows():
     key = jax.random.key(3)
     V = np.asarray(cj.project(model, data, thetas, norm="fisher", key=key), np.float64)
     for chunk in (1500, 4000):  # 3 chunks with a masked tail; one chunk
-        got = _target_fn(model, "fisher", jnp.dtype(jnp.float32), 4000, chunk)(key, data, thetas)
+        got = feature_sum_fn(model, "fisher", jnp.dtype(jnp.float32), 4000, chunk)(key, data, thetas)
         np.testing.assert_allclose(np.asarray(got), V.sum(0), rtol=1e-4, atol=1e-3 * np.abs(V).sum(0).max())
 
 

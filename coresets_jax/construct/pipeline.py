@@ -3,6 +3,7 @@ then a posterior-driven core; with `certify=True`, its certificate."""
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from typing import Any, Optional
@@ -16,12 +17,13 @@ from ..posterior_driven import support as _support  # (registers the posterior-d
 from ..features import projection as _projection
 from ..core import Coreset, Model
 from ..core import checks as _checks
+from ..core import mesh as _mesh
 from ..core import validate as _validate
 from ..registry import resolve
 from .posterior import compiled_coreset_fn, default_start, resolve_pi_hat, start_from
 from . import auto_size as _auto_size
 from .memory import check_fits
-from .vectors import build, build_checked, check_finite_result, key_data, key_for
+from .vectors import build, build_checked, check_finite_result, key_data, key_for, on_full_rows
 
 __all__ = ["coreset"]
 
@@ -30,7 +32,7 @@ def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = N
             key: Optional[jax.Array] = None, *, norm: str = "fisher", num_features: int = 500,
             pi_hat: Any = None, dtype=None, init: Any = None, return_vectors: bool = False,
             support: Any = None, support_rows: Any = None, certify: bool = False, tol: Optional[float] = None,
-            **options):
+            candidate_rows: Optional[int] = None, **options):
     """The whole pipeline of HC Algorithm 3: pi_hat, random projection, then the sparse solver; or, with
     `tol`, the smallest such coreset whose certificate says KL(pi_w || pi) <= tol (`auto_size.py`).
 
@@ -65,6 +67,16 @@ def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = N
       support_rows: rows projected for the `support` start: None (default) every row up to 50,000, else a
         uniform subsample of 50,000 (at least 4 M), the start's weights scaled by N / rows
         (`posterior_driven/support.py`, measured in benchmarks/investigations/support_rows.py); an int sets the cap.
+      candidate_rows: vector methods only: None (default) or "all" lets the solver choose among every row. An
+        int R: only R rows (at least 4 M; R >= N means every row) are candidates, and the solver fits the full
+        data's sum sum_n v_n from them, computed in one streamed pass over the N rows
+        (`features.projection.candidate_features`). The solver then reads an R x J matrix instead of N x J
+        (OMP makes about 2 M passes over it), and V's memory is R J. The candidates are drawn without
+        replacement, half uniformly and half by leverage in the Fisher information at a few draws of pi_hat
+        (`projection.leverage_scores`), so rows that alone carry a direction (a rare covariate) are rarely
+        missed; a plain uniform subsample missed them (benchmarks/investigations/candidate_rows.py). Not with
+        `return_vectors`, sharded data, a random method or `compress=True`. `settings["candidate_rows"]`
+        records R.
       certify: certify the result against the full data (`cj.certify`) and attach it as `cs.certificate`.
         Posterior-driven methods certify their own draws (`info["samples"]`); for the others the draws are
         `cj.sample(model, data, key, weights=cs)` with NUTS, 2 chains of 500 + 500 steps on the coreset's rows.
@@ -75,14 +87,15 @@ def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = N
     if tol is not None:
         return _auto(model, data, size, "omp" if method is None else method, key, tol, norm=norm,
                      num_features=num_features, pi_hat=pi_hat, dtype=dtype, init=init,
-                     return_vectors=return_vectors, support=support, support_rows=support_rows, options=options)
+                     return_vectors=return_vectors, support=support, support_rows=support_rows,
+                     candidate_rows=candidate_rows, options=options)
     if size is None:
         raise ValueError("size: required (a coreset size M), unless tol= is given to choose it")
     method = "frank_wolfe" if method is None else method
     if certify:
         result = coreset(model, data, size, method, key, norm=norm, num_features=num_features, pi_hat=pi_hat,
                          dtype=dtype, init=init, return_vectors=return_vectors, support=support,
-                         support_rows=support_rows, **options)
+                         support_rows=support_rows, candidate_rows=candidate_rows, **options)
         cs, V = result if return_vectors else (result, None)
         cs = _certified(model, data, cs, key)
         return (cs, V) if return_vectors else cs
@@ -96,6 +109,7 @@ def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = N
         raise ValueError("support_rows: only a posterior-driven method started from a vector method's coreset "
                          "(support=...) projects rows; leave support_rows unset")
     rows = _support.resolve_rows(support_rows, n, size)
+    candidates = resolve_candidates(candidate_rows, n, size, construction, data, return_vectors, options)
     if construction.needs == "posterior":
         opts = construction.check_options(options)
         construction.make(model, size, **dict(opts))  # every option's value checked before any work
@@ -106,17 +120,79 @@ def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = N
     if construction.needs == "posterior":
         return _posterior(model, data, n, size, construction, opts, key, support_method, rows, pi_hat, init,
                           norm, num_features, dtype, return_vectors)
-    check_fits(construction, size, (n, num_features), jnp.float32 if dtype is None else dtype, _device_of(data),
+    check_fits(construction, size, (n if candidates is None else candidates, num_features),
+               jnp.float32 if dtype is None else dtype, _device_of(data),
                construction.check_options({k: v for k, v in options.items()
                                            if k not in ("refit", "compress", "compress_tol")}))
     approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
-    V, stats = _projection.features(model, data, approx, key_theta, key_proj, norm, num_features, dtype)
+    V, stats, target, picked = _vectors(model, data, approx, key_theta, key_proj, norm, num_features, dtype,
+                                        candidates, n)
     compress, compress_tol = options.pop("compress", "auto"), options.pop("compress_tol", 3e-3)
-    cs = build_checked(V, stats, size, construction, key_solve, compress, compress_tol, options)
+    cs = build_checked(V, stats, size, construction, key_solve, compress, compress_tol, options, target=target,
+                       rows=picked, n_total=n)
     cs = Coreset(cs.indices, cs.weights, cs.info, cs.method,
                  dict(cs.settings, norm=norm, num_features=num_features, key=key_data(key),
                       data_digest=_io.digest(data)))
     return (cs, V) if return_vectors else cs
+
+
+def resolve_candidates(candidate_rows: Any, n: int, size: int, construction, data: Any, return_vectors: bool,
+                       options: dict) -> Optional[int]:
+    """R, the number of candidate rows (`coreset`'s `candidate_rows`), or None for every row."""
+    if candidate_rows is None or (isinstance(candidate_rows, str) and candidate_rows == "all"):
+        return None
+    if isinstance(candidate_rows, bool) or not isinstance(candidate_rows, (int, np.integer)) or candidate_rows < 1:
+        raise ValueError(f"candidate_rows: must be None, 'all' or a positive integer, got {candidate_rows!r}")
+    if construction.needs != "vectors":
+        raise ValueError("candidate_rows: only vector methods choose among candidate rows; posterior-driven "
+                         "methods take support_rows")
+    if construction.random:
+        raise ValueError(f"candidate_rows: {construction.name!r} draws from every row by design; leave "
+                         "candidate_rows unset")
+    rows = min(n, max(int(candidate_rows), _support.MIN_ROWS_PER_POINT * size))
+    if rows >= n:
+        return None
+    if return_vectors:
+        raise ValueError("candidate_rows: return_vectors=True needs V for every row; leave candidate_rows unset")
+    if options.get("compress") is True:
+        raise ValueError("candidate_rows: the candidates' features are not compressed; leave compress unset")
+    if _mesh.leading_mesh(data) is not None:
+        raise ValueError("candidate_rows: not supported for data sharded over a mesh; leave it unset")
+    return rows
+
+
+def _vectors(model, data, approx, key_theta, key_proj, norm, num_features, dtype, candidates, n):
+    """(V, matrix_stats(V), target, candidate rows): V for every row (target and rows None), or for
+    `candidates` rows (`_candidate_rows`) with the full data's sum as the target."""
+    if candidates is None:
+        V, stats = _projection.features(model, data, approx, key_theta, key_proj, norm, num_features, dtype)
+        return V, stats, None, None
+    thetas = approx.sample(key_theta, num_features)
+    picked = _candidate_rows(model, data, thetas, jax.random.fold_in(key_proj, 7), candidates)
+    V, stats, target = _projection.candidate_features(model, data, thetas, key_proj, norm, picked, dtype)
+    return V, stats, target, picked
+
+
+LEVERAGE_THETAS = 8  # draws of pi_hat at which the candidates' leverage is averaged
+
+
+def _candidate_rows(model, data, thetas, key, rows: int) -> jax.Array:
+    """`rows` distinct row numbers, in increasing order (a sequential gather), drawn without replacement with
+    probabilities q_n = (1/N + h_n / sum h) / 2: half uniform, half by leverage h_n in the Fisher information,
+    averaged over the first LEVERAGE_THETAS of pi_hat's draws (`projection.leverage_scores`), so that rows a
+    uniform subsample would miss (a rare covariate) are among the candidates (Gumbel top-k: log q_n + Gumbel
+    noise, the largest `rows`)."""
+    h = _projection.leverage_scores(model, data, thetas[:LEVERAGE_THETAS])
+    return _gumbel_top(key, h, rows)
+
+
+@functools.partial(jax.jit, static_argnames=("rows",))
+def _gumbel_top(key, h, rows: int):
+    n = h.shape[0]
+    h = jnp.where(jnp.isfinite(h) & (h > 0), h, 0.0)
+    q = 0.5 / n + 0.5 * h / jnp.maximum(jnp.sum(h), jnp.finfo(h.dtype).tiny)
+    scores = jnp.log(q) + jax.random.gumbel(key, (n,), h.dtype)
+    return jnp.sort(jax.lax.top_k(scores, rows)[1]).astype(jnp.int32)
 
 
 def _posterior(model, data, n, size, construction, opts, key, support_method, rows, pi_hat, init, norm,
@@ -161,7 +237,7 @@ def _device_of(data: Any):
 
 
 def _auto(model, data, size, method, key, tol, *, norm, num_features, pi_hat, dtype, init, return_vectors,
-          support, support_rows, options):
+          support, support_rows, candidate_rows, options):
     """`cj.coreset(..., tol=...)`: validation, pi_hat and the projection once, then `auto_size.auto_coreset`."""
     tol = _validate.check_positive_float(tol, "tol")
     construction = resolve(method)
@@ -174,7 +250,11 @@ def _auto(model, data, size, method, key, tol, *, norm, num_features, pi_hat, dt
     n = _checks.check_model_data(model, data)
     num_features = _validate.check_positive_int(num_features, "num_features")
     limit = _auto_size.default_limit(n) if size is None else _validate.check_size(size, n)
-    shape, vdtype, device = (n, num_features), jnp.float32 if dtype is None else dtype, _device_of(data)
+    candidates = resolve_candidates(candidate_rows, n, 1, construction, data, return_vectors, options)
+    if candidates is not None:  # a size M is searched on at least 4 M candidates
+        limit = min(limit, max(1, candidates // _support.MIN_ROWS_PER_POINT))
+    shape = (n if candidates is None else candidates, num_features)
+    vdtype, device = jnp.float32 if dtype is None else dtype, _device_of(data)
     plain = {k: v for k, v in options.items() if k not in ("refit", "compress", "compress_tol")}
     opts = construction.check_options(plain)
     if size is not None:
@@ -189,7 +269,8 @@ def _auto(model, data, size, method, key, tol, *, norm, num_features, pi_hat, dt
     key = key_for(construction, key)
     key_pi, key_theta, key_proj, key_solve = _validate.split_key(key, 4)
     approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
-    V, stats = _projection.features(model, data, approx, key_theta, key_proj, norm, num_features, dtype)
+    V, stats, target, picked = _vectors(model, data, approx, key_theta, key_proj, norm, num_features, dtype,
+                                        candidates, n)
     compress, compress_tol = options.get("compress", "auto"), options.get("compress_tol", 3e-3)
     digest = _io.digest(data)
 
@@ -197,7 +278,8 @@ def _auto(model, data, size, method, key, tol, *, norm, num_features, pi_hat, dt
         check_fits(construction, m, shape, vdtype, device, opts)
         extra = {k: v for k, v in options.items() if k not in ("compress", "compress_tol")}
         extra.update(more)
-        cs = build_checked(V, stats, m, construction, key_solve, compress, compress_tol, extra)
+        cs = build_checked(V, stats, m, construction, key_solve, compress, compress_tol, extra, target=target,
+                           rows=picked, n_total=n)
         return Coreset(cs.indices, cs.weights, cs.info, cs.method,
                        dict(cs.settings, norm=norm, num_features=num_features, key=key_data(key),
                             data_digest=digest, N=n))
@@ -214,6 +296,8 @@ def _auto(model, data, size, method, key, tol, *, norm, num_features, pi_hat, dt
                                      dict(run.settings, options=own, greedy_path_of=capacity))}
             for k, m in enumerate(sizes):
                 indices, weights = run.info["path_indices"][k, :m], run.info["path_weights"][k, :m]
+                if picked is not None:  # the path's rows are rows of the candidates
+                    indices, weights = on_full_rows(picked, indices, weights)
                 info = {"relative_error": jnp.sqrt(run.info["path_errors"][k]), "finite": run.info["finite"]}
                 out[m] = Coreset(indices, weights, info, run.method,
                                  dict(run.settings, size=m, options=own, greedy_path_of=capacity))

@@ -24,7 +24,7 @@ from ..solvers.ops import refit_support
 from ..core import compiled as _compiled_fns
 
 __all__ = ["as_key", "build", "build_checked", "build_fn", "check_finite_result", "finish", "key_data", "key_for",
-           "relative_error", "rescaled"]
+           "on_full_rows", "relative_error", "rescaled"]
 
 
 def as_key(key: jax.Array) -> jax.Array:
@@ -48,6 +48,8 @@ def finish(indices, weights, info, method: str) -> Coreset:
 def build_fn(method: Any, size: int, *, refit: bool = False, **options):
     """The pure core of `build`: `(V, key) -> Coreset` for a vector method (jittable, vmappable).
 
+    `solve(V, key, target)` fits a given target (J,) instead of sum_n v_n, for a V of candidate rows
+    (`cj.coreset(..., candidate_rows=R)`); the indices are then rows of that V.
     `jax.vmap(build_fn("giga", 100), in_axes=(None, 0))(V, keys)` runs a batch of trials in one call; the
     result's arrays gain a leading batch axis. With V sharded along N (`cj.shard`), rows are gathered with the
     mesh-aware `take_rows`, so V is never all-gathered: under `jax.set_mesh`, and also from a plain
@@ -69,15 +71,15 @@ def build_fn(method: Any, size: int, *, refit: bool = False, **options):
     refit = _validate.check_bool(refit, "refit")
     solver = construction.make(size, **dict(construction.check_options(options)))
 
-    def solve(V: jax.Array, key: jax.Array) -> Coreset:
+    def solve(V: jax.Array, key: jax.Array, target: Optional[jax.Array] = None) -> Coreset:
         # jit without jax.set_mesh: trace under the mesh V lives on, so rows are read where they live
         with _mesh.input_mesh(V):
-            return _solve(V, key)
+            return _solve(V, key, target)
 
-    def _solve(V: jax.Array, key: jax.Array) -> Coreset:
+    def _solve(V: jax.Array, key: jax.Array, target: Optional[jax.Array]) -> Coreset:
         if V.ndim != 2 or size > V.shape[0]:
             raise ValueError(f"size: must be at most N = {V.shape[0]} (V of shape {V.shape})")
-        problem = make_problem(V)
+        problem = make_problem(V, target)
         indices, weights, info = run(solver, problem, as_key(key))
         if refit:
             _, weights, result = refit_support(problem, indices, weights)
@@ -122,9 +124,8 @@ def rescaled(V: jax.Array, peak: Optional[float] = None) -> jax.Array:
     (norms of 0, "every row is zero"). A power of two changes no mantissa, so the coreset is the one of V.
     """
     peak = float(_peak(V)) if peak is None else peak  # the caller's pass may have it already
-    if peak == 0.0 or 2.0 ** -20 <= peak <= 2.0 ** 20 or not np.isfinite(peak):
-        return V
-    return V * jnp.asarray(2.0 ** -round(float(np.log2(peak))), V.dtype)
+    scale = _power_of_two_scale(peak)
+    return V if scale == 1.0 else V * jnp.asarray(scale, V.dtype)
 
 
 def key_for(construction: Construction, key: Any) -> jax.Array:
@@ -183,9 +184,18 @@ def build(V: Any, size: int, method: Any = "frank_wolfe", key: Optional[jax.Arra
     return build_checked(V, stats, size, construction, key, compress, compress_tol, options)
 
 
-def build_checked(V, stats, size, construction, key, compress, compress_tol, options) -> Coreset:
-    """`build` after V's checks: `stats` is `projection.matrix_stats(V)`, from the caller's own pass."""
-    V = rescaled(V, float(stats[1]))
+def build_checked(V, stats, size, construction, key, compress, compress_tol, options, *, target=None,
+                  rows=None, n_total=None) -> Coreset:
+    """`build` after V's checks: `stats` is `projection.matrix_stats(V)`, from the caller's own pass.
+
+    With candidate rows (`cj.coreset(..., candidate_rows=R)`), V holds the R rows `rows` of a larger data
+    set of `n_total` rows and `target` is that set's sum_n v_n: the solver fits `target` from V's rows, without
+    compression, and the indices returned are rows of the full data."""
+    if target is not None:
+        scale = _power_of_two_scale(float(stats[1]))
+        V, target, compress = V * jnp.asarray(scale, V.dtype), target * scale, False
+    else:
+        V = rescaled(V, float(stats[1]))
     n = V.shape[0]
     size = _validate.check_size(size, n)
     key = key_for(construction, key)
@@ -199,7 +209,7 @@ def build_checked(V, stats, size, construction, key, compress, compress_tol, opt
     solve = _compiled_build(construction, size, opts + ((("refit", True),) if refit else ()))
     V_solve = V if packed is None else packed.A
     with _mesh.data_mesh(V_solve):  # V sharded along N: trace under its mesh (no-op otherwise)
-        cs = solve(V_solve, key)
+        cs = solve(V_solve, key) if target is None else solve(V_solve, key, target)
     if packed is not None and compress == "auto":
         # Eq. (*) of cj.compress: error^2 on V = error^2 on A + ||E^T (1 - w)||^2. Keep the compressed run only
         # if the discarded part adds at most 5% to the error; otherwise it is the error floor, so run exactly.
@@ -219,7 +229,24 @@ def build_checked(V, stats, size, construction, key, compress, compress_tol, opt
     settings = {"method": construction.name, "size": size, "options": dict(opts), "refit": refit,
                 "key": key_data(key), "N": n, "J": int(V.shape[1]), "compressed": packed is not None,
                 "time_s": time.perf_counter() - start}
+    if rows is not None:
+        cs = Coreset(*on_full_rows(rows, cs.indices, cs.weights), cs.info, cs.method)
+        settings.update(N=int(n_total), candidate_rows=n)
     return Coreset(cs.indices, cs.weights, cs.info, cs.method, settings)
+
+
+@_compiled_fns.jit
+def on_full_rows(rows, indices, weights):
+    """Indices into the candidates mapped to rows of the full data (padding: row 0, weight 0)."""
+    live = weights > 0
+    return jnp.where(live, rows[indices], 0).astype(jnp.int32), jnp.where(live, weights, 0.0)
+
+
+def _power_of_two_scale(peak: float) -> float:
+    """The factor `rescaled` applies for a peak |v_nj| (1 when it is in range)."""
+    if peak == 0.0 or 2.0 ** -20 <= peak <= 2.0 ** 20 or not np.isfinite(peak):
+        return 1.0
+    return 2.0 ** -round(float(np.log2(peak)))
 
 
 def _maybe_compress(V, construction: Construction, size: int, options: dict, compress: Any, tol: float):

@@ -26,8 +26,12 @@ from ..core import checks as _checks
 from ..core.model import Model
 from ..weighting.pihat import GaussianApproximation, gaussian_draws
 from ..core import compiled
+from ..core import take_data
+from ..solvers.base import column_sum
+from ..solvers.least_squares import two_sum
 
-__all__ = ["NORMS", "auto_num_features", "features", "matrix_stats", "project", "project_fn"]
+__all__ = ["NORMS", "SUM_CHUNK", "auto_num_features", "candidate_features", "feature_sum_fn", "features",
+           "leverage_scores", "matrix_stats", "project", "project_fn"]
 
 NORMS = ("fisher", "l2", "centered")
 PROGRESS_MIN_WORK = 1 << 29  # N * J * D below which the projection shows no bar (about a second on a CPU)
@@ -268,6 +272,97 @@ def _first_non_finite(model: Model, data: Any, thetas: Array, row: int) -> str:
         j = int(jnp.argmax(bad))
         return f"log_likelihood returned a non-finite value ({float(lls[j])}) at pi_hat's sample thetas[{j}]"
     return "the gradient of log_likelihood returned non-finite values at pi_hat's samples"
+
+
+SUM_CHUNK = 16_384  # rows per step of `feature_sum_fn`'s streamed pass
+
+
+@functools.lru_cache(maxsize=32)
+def feature_sum_fn(model: Model, norm: str, dtype, n: int, chunk: int):
+    """Jitted `(key, data, thetas) -> sum_n v_n`, the target of HC Eq. 3.3, over N rows in chunks of `chunk`
+    (the last one masked): memory O(chunk J), never the (N, J) matrix. `key` draws the Fisher coordinates as
+    `project(..., key=key)` does, so the sum is that of the rows `project` would give."""
+    core = project_fn(model, norm, dtype=dtype)
+    chunks = -(-n // chunk)
+
+    def total(key, data, thetas):
+        def one(carry, c):
+            idx = c * chunk + jnp.arange(chunk)
+            V = core(key, take_data(data, jnp.minimum(idx, n - 1)), thetas).astype(jnp.float32)
+            # compensated within the chunk (`column_sum`) and across chunks (TwoSum): the target's rounding
+            # stays below what OMP resolves (~1e-7 relative), as for `make_problem`'s own sum
+            hi, err = two_sum(carry[0], column_sum(jnp.where((idx < n)[:, None], V, 0.0)))
+            return (hi, carry[1] + err), None
+
+        zero = jnp.zeros(thetas.shape[0], jnp.float32)
+        (hi, lo), _ = jax.lax.scan(one, (zero, zero), jnp.arange(chunks))
+        return hi + lo
+
+    return jax.jit(total)
+
+
+def candidate_features(model: Model, data: Any, thetas: Array, key_proj: Array, norm: str, rows: Array,
+                       dtype=None) -> tuple[Array, tuple, Array]:
+    """The features of the candidate `rows` only, their `matrix_stats`, and the target over all N rows:
+
+        sum_{n <= N} v_n  ~  V_R^T w,  w >= 0,
+
+    so a solver reads an R x J matrix, not N x J, while it still fits the full data's sum (fitting the
+    subsample's own sum scaled by N / R would be a uniform coreset of R rows in disguise). With the thetas and
+    key of `features(...)`, V_R holds rows of its V. Cost: the features of R rows plus one streamed pass over
+    N rows for the sum (`feature_sum_fn`)."""
+    n = _validate.num_rows(data)
+    dtype = _check_dtype(dtype)
+    key = key_proj if norm == "fisher" else None
+    V = project(model, take_data(data, rows), thetas, norm, key, dtype=dtype)
+    compute = jnp.dtype(jnp.promote_types(dtype, jnp.float32))
+    target = feature_sum_fn(model, norm, compute, n, min(SUM_CHUNK, n))(
+        jax.random.key(0) if key is None else _validate.check_key(key), _cast_floats(data, compute),
+        thetas.astype(compute))
+    if not bool(jnp.all(jnp.isfinite(target))):  # some row outside the candidates: find and name it
+        project(model, data, thetas, norm, key, dtype=dtype)
+        raise ValueError("model: the log-likelihood's features are not finite on every row")
+    return V, matrix_stats_jit(V), target
+
+
+def leverage_scores(model: Model, data: Any, thetas: Array, chunk: int = SUM_CHUNK) -> Array:
+    """h_n = (1/K) sum_k g_nk^T (sum_m g_mk g_mk^T)^+ g_nk with g_nk = grad L_n(theta_k), for thetas (K, D): each
+    row's leverage in the empirical Fisher information, averaged over K points (e.g. draws of pi_hat), in two
+    streamed passes of K gradients per row (memory O(chunk K D)).
+
+    Each term sums to rank <= D over the rows, and a row that alone carries a direction of the information (a
+    rare covariate) has h_n near 1 where a typical row has ~D / N: the rows a uniform subsample misses. Several
+    thetas, because a row that fits one theta very well has a vanishing gradient there."""
+    n = _validate.num_rows(data)
+    thetas = jnp.atleast_2d(jnp.asarray(thetas))
+    compute = jnp.promote_types(thetas.dtype, jnp.float32)
+    return _leverage(model, _cast_floats(data, compute), thetas.astype(compute), int(min(chunk, n)))
+
+
+@functools.partial(jax.jit, static_argnames=("model", "chunk"))
+def _leverage(model: Model, data: Any, thetas: Array, chunk: int) -> Array:
+    n = jax.tree_util.tree_leaves(data)[0].shape[0]
+    grad = model.grad_log_likelihood or jax.grad(model.log_likelihood)
+    chunks, (num, dim) = -(-n // chunk), thetas.shape
+
+    def grads(c):  # (K, chunk, D)
+        idx = c * chunk + jnp.arange(chunk)
+        rows = take_data(data, jnp.minimum(idx, n - 1))
+        g = jax.vmap(lambda theta: jax.vmap(grad, in_axes=(None, 0))(theta, rows))(thetas)
+        return jnp.where((idx < n)[None, :, None], g, 0.0)
+
+    def add(F, c):
+        g = grads(c)
+        return F + jnp.einsum("knd,kne->kde", g, g), None
+
+    F, _ = jax.lax.scan(add, jnp.zeros((num, dim, dim), thetas.dtype), jnp.arange(chunks))
+    F_pinv = jax.vmap(lambda f: jnp.linalg.pinv(f, hermitian=True))(F)
+
+    def scores(c):
+        g = grads(c)
+        return jnp.einsum("knd,kde,kne->n", g, F_pinv, g) / num
+
+    return jax.lax.map(scores, jnp.arange(chunks)).reshape(-1)[:n]
 
 
 def project_fn(model: Model, norm: str = "fisher", *, dtype=None, chunk_size: Optional[int] = None):

@@ -31,15 +31,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import Coreset, Model, take_data
-from ..features.projection import project, project_fn
+from ..features.projection import SUM_CHUNK, feature_sum_fn, project
 from ..registry import Construction, resolve
-from ..solvers.base import Problem, run
+from ..solvers.base import make_problem, run
 
 __all__ = ["SUPPORT_ROWS", "compact_start", "pad_result", "resolve_rows", "resolve_support", "support_start"]
 
 SUPPORT_ROWS = 50_000   # rows projected for the start by default (benchmarks/investigations/support_rows.py)
 MIN_ROWS_PER_POINT = 4  # a start of M points is built on at least 4 M rows
-CHUNK = 16_384          # rows per step of the streamed pass for the target
+CHUNK = SUM_CHUNK        # rows per step of the streamed pass for the target
 FEATURES_PER_DIM = 8    # subsampled starts use J_s = min(J, max(MIN_FEATURES, 8 D)) features
 MIN_FEATURES = 32
 
@@ -60,31 +60,12 @@ def resolve_rows(support_rows: Any, n: int, size: int) -> int:
 
 
 @functools.lru_cache(maxsize=32)
-def _target_fn(model: Model, norm: str, dtype, n: int, chunk: int):
-    """Jitted `(key, data, thetas) -> sum_n v_n` over N rows in chunks (the last one masked)."""
-    core = project_fn(model, norm, dtype=dtype)
-    chunks = -(-n // chunk)
-
-    def total(key, data, thetas):
-        def one(c):
-            idx = c * chunk + jnp.arange(chunk)
-            V = core(key, take_data(data, jnp.minimum(idx, n - 1)), thetas)
-            return jnp.where(idx < n, 1.0, 0.0).astype(jnp.float32) @ V.astype(jnp.float32)
-
-        return jnp.sum(jax.lax.map(one, jnp.arange(chunks)), axis=0)
-
-    return jax.jit(total)
-
-
-@functools.lru_cache(maxsize=32)
 def _solve_fn(method: str, size: int):
     """Jitted `(V, target, key) -> (indices, weights, info)` of a vector method against a given target."""
     solver = resolve(method, needs="vectors").make(size)
 
     def solve(V, target, key):
-        Vf = V.astype(jnp.promote_types(V.dtype, jnp.float32))
-        norms = jnp.sqrt(jnp.sum(jnp.square(Vf), axis=1))
-        return run(solver, Problem(V, norms, target.astype(Vf.dtype), norms > 0), key)
+        return run(solver, make_problem(V, target), key)
 
     return jax.jit(solve)
 
@@ -108,7 +89,7 @@ def support_start(model: Model, data: Any, size: int, method: Any, thetas: jax.A
     picked = jax.random.choice(k_rows, n, (rows,), replace=False).astype(jnp.int32)
     V = project(model, take_data(data, picked), thetas, norm=norm, key=k_proj, dtype=dtype)
     compute = jnp.promote_types(jnp.float32 if dtype is None else dtype, jnp.float32)
-    target = _target_fn(model, norm, jnp.dtype(compute), n, min(CHUNK, n))(
+    target = feature_sum_fn(model, norm, jnp.dtype(compute), n, min(CHUNK, n))(
         k_proj, jax.tree_util.tree_map(jnp.asarray, data), thetas.astype(compute))
     # One power of two for V and the target, as `build` rescales V (the problem is scale invariant).
     peak = float(jnp.max(jnp.abs(V)))

@@ -71,13 +71,15 @@ class Problem(NamedTuple):
     valid: Array
 
 
-def make_problem(V: Array) -> Problem:
-    """Row norms, accumulated in at least float32, and the target sum_n v_n, correctly rounded
-    (`column_sum`)."""
+def make_problem(V: Array, target: Any = None) -> Problem:
+    """Row norms, accumulated in at least float32, and the target: sum_n v_n, correctly rounded
+    (`column_sum`), or a given `target` (J,) when V holds only candidate rows of a larger sum
+    (`cj.coreset(..., candidate_rows=R)`)."""
     acc = jnp.promote_types(V.dtype, jnp.float32)
     Vf = V.astype(acc)
     norms = jnp.sqrt(jnp.sum(jnp.square(Vf), axis=1))
-    return Problem(V, norms, column_sum(V, acc), norms > 0)
+    target = column_sum(V, acc) if target is None else jnp.asarray(target).astype(acc)
+    return Problem(V, norms, target, norms > 0)
 
 
 _BLOCK = 16  # rows per step of `column_sum`'s loop
