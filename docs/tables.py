@@ -321,6 +321,18 @@ def table_cold_path_quality(with_commit: bool) -> str:
               "certificate's. " + provenance(data, "cold_path_quality", with_commit))
 
 
+def table_candidate_rows(with_commit: bool) -> str:
+    """OMP on candidate rows against every row (investigations/candidate_rows.py)."""
+    data = _load("candidate_rows")
+    trials = max(r["trial"] for r in data["runs"]) + 1
+    return (data["table_markdown"].rstrip("\n") + "\n\n"
+            + f"OMP at M = {data['size']}, J = {data['num_features']}, {trials} trials per row (medians; the "
+              "certificate KL's maximum in brackets); calls in one process, the second call timed again; relative "
+              "error on every row's features; the certificate from 2 x (500 + 500) NUTS draws; max |z| of the "
+              "posterior mean against the every-row coreset's draws of the same trial. "
+            + provenance(data, "candidate_rows", with_commit))
+
+
 TABLES: dict[str, Callable[[bool], str]] = {
     "cold_start": table_cold_start,
     "certify": table_certify,
@@ -330,6 +342,8 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "vs_peers": table_vs_peers,
     "vs_peers_gpu": lambda with_commit: table_vs_peers(with_commit, "vs_peers_gpu"),
     "vs_peers_auto_1e6": lambda with_commit: table_vs_peers(with_commit, "vs_peers_auto_1e6"),
+    "vs_peers_candidates_1e6": lambda with_commit: table_vs_peers(with_commit, "vs_peers_candidates_1e6"),
+    "candidate_rows": table_candidate_rows,
     "device_gpu": table_device_pipeline,
     "coreset_mcmc_scale": table_coreset_mcmc_scale,
     "auto_size": table_auto_size,
