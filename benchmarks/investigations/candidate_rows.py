@@ -21,7 +21,6 @@ Writes benchmarks/results/candidate_rows.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -140,32 +139,39 @@ def markdown(table: list) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=PROBLEMS)
-    p.add_argument("--n", nargs="+", type=int, default=[500_000])
-    p.add_argument("--rows", nargs="+", type=int, default=[0, 100_000, 30_000], help="0 = every row (first)")
-    p.add_argument("--size", type=int, default=100)
-    p.add_argument("--trials", type=int, default=2)
-    p.add_argument("--selections", nargs="+", default=list(SELECTIONS), choices=list(SELECTIONS))
-    p.add_argument("--out", default=common.RESULTS)
-    args = p.parse_args(argv)
-    rows_list = [0] + [r for r in args.rows if r != 0]
+def main(argv=None, *, quick=None, out_dir=None) -> dict:
+    def extra(p):
+        p.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=PROBLEMS)
+        p.add_argument("--n", nargs="+", type=int, default=None, help="N (default 500,000)")
+        p.add_argument("--rows", nargs="+", type=int, default=None,
+                       help="candidate rows, 0 = every row (default 0 100000 30000)")
+        p.add_argument("--size", type=int, default=100)
+        p.add_argument("--selections", nargs="+", default=list(SELECTIONS), choices=list(SELECTIONS))
+
+    args = common.resolve(argv, quick, out_dir, __doc__, extra)
+    sizes = args.n or ([4000] if args.quick else [500_000])
+    rows_list = args.rows or ([0, 1000] if args.quick else [0, 100_000, 30_000])
+    rows_list = [0] + [r for r in rows_list if r != 0]
+    problems = ["binary10"] if args.quick else args.problems
+    size = 20 if args.quick else args.size
+    trials = 1 if args.quick else (args.trials or 2)
     warnings.simplefilter("ignore")
     runs = []
-    for n in args.n:
-        for name in args.problems:
-            runs += run(name, n, rows_list, args.size, args.trials, args.selections)
+    try:
+        for n in sizes:
+            for name in problems:
+                runs += run(name, n, rows_list, size, trials, args.selections)
+    finally:
+        pipeline._candidate_rows = LEVERAGE_ROWS
     table = summarize(runs)
-    result = {"environment": common.environment(), "size": args.size, "num_features": 500, "runs": runs,
+    result = {"environment": common.environment(), "size": size, "num_features": 500, "runs": runs,
               "table": table, "table_markdown": markdown(table),
               "note": "one process; first call includes compilation (later rows reuse programs of earlier ones "
                       "where shapes match); second call is the same call again"}
-    path = os.path.join(args.out, "candidate_rows.json")
-    with open(path, "w") as f:
-        json.dump(result, f, indent=1)
+    path = common.write_json(result, args.out, common.stem("candidate_rows", args.quick))
     print(result["table_markdown"])
     print("wrote", path)
+    return result
 
 
 if __name__ == "__main__":
