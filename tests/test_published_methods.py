@@ -19,7 +19,7 @@ import pytest
 from jax.extend import core as jcore
 
 import coresets_jax as cj
-from coresets_jax.posterior_driven.coreset_mcmc import PUBLISHED_SLICE
+from coresets_jax.posterior_driven.coreset_mcmc import PUBLISHED_SLICE, REFINE_OPTIONS
 
 
 def gaussian_problem(d=5, n=1000, seed=0):
@@ -46,6 +46,8 @@ def test_published_defaults_are_the_authors_settings():
     assert (opts["optimizer"], opts["r"], opts["num_chains"], opts["subsample"]) == ("hot_dog", 1e-3, 2, None)
     assert (opts["num_iters"], opts["max_hot_start"], opts["iterate"]) == (200_000, 10_000, "last")
     assert (opts["control_variate"], opts["chain_init"], opts["hot_start"]) == (False, "standard_normal", True)
+    # hot-dog.md §5.5: a hot start that never passes its test leaves the weights untrained
+    assert opts["train_after_cap"] is False and REFINE_OPTIONS["train_after_cap"] is True
     assert opts["kernel"] == "slice" and PUBLISHED_SLICE == {
         "width": 10.0, "max_expansions": 20, "max_shrinkage": 1024, "passes": 3, "precondition": False}
     assert cmc.default_support is None and not cmc.uses_pi_hat and cmc.takes_start
@@ -110,6 +112,23 @@ def test_every_entry_point_runs_the_same_algorithm():
 
     leaf = solve(jax.random.fold_in(jax.random.split(key)[1], 1), data, start_from(cj.samples(thetas), key))
     np.testing.assert_allclose(np.sort(np.asarray(streamed.weights)), np.sort(np.asarray(leaf.weights)), rtol=1e-5)
+
+
+def test_a_hot_start_that_never_passes_its_test_leaves_the_weights_untrained():
+    """As the authors' code (hot-dog.md §5.5): capped at one step, before the test's first check at step 3 D,
+    the hot start never passes, so the result is the uniform start w = N / M itself, with a warning that says
+    so; `train_after_cap=True` trains from the cap over the rest of the budget."""
+    model, y, _ = gaussian_problem(d=3, n=300)
+    opts = dict(num_iters=120, num_draws=10, max_hot_start=1)
+    with pytest.warns(RuntimeWarning, match="were not trained"):
+        cs = cj.coreset(model, y, 10, "coreset_mcmc", key=jax.random.key(0), **opts)
+    assert not bool(cs.info["hot_start_converged"]) and not bool(cs.info["trained"])
+    assert int(cs.info["iterations"]) == 0
+    np.testing.assert_array_equal(np.asarray(cs.weights), np.full(10, 300 / 10, np.float32))
+    with pytest.warns(RuntimeWarning, match="training started anyway"):
+        trained = cj.coreset(model, y, 10, "coreset_mcmc", key=jax.random.key(0), train_after_cap=True, **opts)
+    assert bool(trained.info["trained"]) and int(trained.info["iterations"]) == 120 - 1
+    assert np.max(np.abs(np.asarray(trained.weights) - 30.0)) > 1e-3
 
 
 @pytest.mark.slow

@@ -353,6 +353,10 @@ def _warn_unfinished(info: dict, name: str) -> None:
                       f"iterations ({why}; drift KL {float(np.asarray(info['drift_kl'])):.3g} between the last "
                       "checkpoints): raise num_iters for a settled answer", RuntimeWarning, stacklevel=3)
     if "hot_start_converged" in info and not bool(np.asarray(info["hot_start_converged"])):
+        trained = bool(np.asarray(info.get("trained", True)))
+        then = ("training started anyway (train_after_cap=True)" if trained else
+                "so, as in the authors' code, the weights were not trained: this is the uniform start "
+                "(train_after_cap=True trains anyway; cj.refine starts its chains at the mode)")
         warnings.warn(f"{name}: the hot start reached its cap ({int(np.asarray(info['hot_start_steps']))} steps) "
-                      "before the chains' log potentials passed the stationarity test; training started anyway",
+                      f"before the chains' log potentials passed the stationarity test; {then}",
                       RuntimeWarning, stacklevel=3)

@@ -11,8 +11,9 @@ project's set of them.
    N(theta_0, I), the authors' N(0, I) (coreset-mcmc.md §5.7), theta_0 the model's zero or `init`.
 3. **Hot start** (hot-dog.md §2.1). The chains run at w_0, recording their log potentials, until the
    stationarity statistic (H1, `optimizers.stationarity_statistic`) has median over chains <= 0.5,
-   checked every 30 steps from step 3 D on, or until 10,000 steps. At the cap, training starts anyway
-   (the authors' code never trains then; hot-dog.md §5.5) and `info["hot_start_converged"]` is False.
+   checked every 30 steps from step 3 D on, or until 10,000 steps. If the test never passes, the weights
+   are never trained, as in the authors' code (hot-dog.md §5.5): the result is the uniform start, and
+   `info["hot_start_converged"]` and `info["trained"]` are False (`train_after_cap=True` trains anyway).
 4. **Training**, one weight update per chain step (coreset-mcmc.md §2.1 step 3): step every chain
    against the current pi_w; estimate the full-data log-likelihood T(theta_k) at each state from S = M
    rows, (N/S) sum_s L_{n_s}(theta_k) (hot-dog.md §2.2, `proj_n` = M); estimate the KL gradient
@@ -44,6 +45,7 @@ Departures, each an option whose default is the authors' value (`cj.refine` sets
 | control_variate | False | True: G.(theta - theta_0) + subsampled Taylor remainder (`common`) | the plain estimate's variance grows like N/S; the remainder's like 1/S (one O(N D) gradient pass) |
 | optimizer | "hot_dog" (r = 0.001) | "newton": the window gradient preconditioned by the inverse Fisher matrix Cov(L) of recent states, in a trust region of `trust` nats (`natural.py`) | one noisy single-state gradient, rescaled coordinate-wise, made Hot DoG's distance term blow up on real data |
 | num_iters | 200,000 (hot start included) | 20,000 | refine also has a time budget |
+| train_after_cap | False: a hot start that never passes its test leaves w_0 untrained | True: train from the cap | refine's chains start at the coreset posterior's mode, and its certificate keeps the start if training did not help |
 | stop_tol | 0: no early stop | 0, with the plateau test below | step 5 |
 | iterate | "last" | "average": the mean of the iterates since the last checkpoint | the last iterate carries the gradient noise |
 | plateau_z | 0 (off) | 1: stop when the paired KL estimate stopped falling (`stopping.plateau_check`) | needs the control variate's T |
@@ -98,7 +100,7 @@ REFINE_OPTIONS = {
     "kernel_settings": (("max_shrinkage", 100), ("precondition", True), ("width", 3.0)),
     "chain_init": "laplace", "subsample": 0, "control_variate": True, "optimizer": "newton",
     "num_iters": 20_000, "iterate": "average", "plateau_z": 1.0, "start_draws": True, "timed": True,
-    "num_draws": 500,
+    "num_draws": 500, "train_after_cap": True,
 }
 
 
@@ -143,7 +145,7 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
                  learning_rate: float = 0.1, learning_rate_decay: float = 0.0, iterate: str = "last",
                  start_draws: bool = False, plateau_z: float = 0.0, plateau_checks: int = 1,
                  step_fraction: float = 0.5, trust: float = 1e-3, tau: float = 1e-2, history: int = 256,
-                 refresh: int = 32, adapt_gain: float = 0.05, timed: bool = False):
+                 refresh: int = 32, adapt_gain: float = 0.05, timed: bool = False, train_after_cap: bool = False):
     """Coreset MCMC of M = `size` points as a pure posterior-driven core (module docstring).
 
     Args:
@@ -159,6 +161,8 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
         at `stop_checks` checkpoints in a row, the checkpoints at `stop_first` x 2^k training iterations
         (also those of the plateau test); stop_tol = 0 (default) runs the whole budget.
       max_hot_start: the hot start's cap (the authors' 10,000); hot_start: False trains from the first step.
+      train_after_cap: False (the authors'): a hot start that reaches its cap without passing the test
+        leaves the weights at w_0 (no training; `info["trained"]` False); True (ours) trains from the cap.
       num_warmup: tuning warm-up steps at w_0 for kernels that adapt (0 for the slice sampler).
       num_draws: steps with the final weights fixed, returned as `info["samples"]` (K, num_draws, D).
       subsample: S, data rows per full-data estimate: None (the authors') S = M; 0 (ours) max(2 M, 2048);
@@ -202,9 +206,9 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
         (learning_rate, "learning_rate"), (r, "r"), (trust, "trust"), (tau, "tau")))
     check_fraction(adapt_gain, "adapt_gain")
     check_fraction(step_fraction, "step_fraction")
-    control_variate, hot_start, start_draws, timed = (check_bool(v, n) for v, n in (
+    control_variate, hot_start, start_draws, timed, train_after_cap = (check_bool(v, n) for v, n in (
         (control_variate, "control_variate"), (hot_start, "hot_start"), (start_draws, "start_draws"),
-        (timed, "timed")))
+        (timed, "timed"), (train_after_cap, "train_after_cap")))
     newton, average = optimizer == "newton", iterate == "average"
     rule_on = stop_tol > 0 or plateau_z > 0
     opt = _optimizer(optimizer, r, learning_rate, learning_rate_decay)
@@ -237,7 +241,9 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
             k_hot, kernel, density(w0), chains, tuning, settings, max_hot_start if hot_start else 0, d,
             HOT_START_EVERY, HOT_START_THRESHOLD, record, (window0, jax.random.fold_in(k_hot, 1)))
         chains = at_start
-        budget = num_iters - hot_steps
+        # hot-dog.md §5.5: the authors' code trains only once the hot start has passed its test
+        trains = hot_done | (not hot_start) | train_after_cap
+        budget = jnp.where(trains, num_iters - hot_steps, 0)
 
         # ---- training
         def train_cond(s):
@@ -310,7 +316,7 @@ def coreset_mcmc(model: Model, size: int, kernel: str = "slice", kernel_settings
         info = {"samples": jnp.swapaxes(draws[:, 0], 0, 1), "acceptance_rate": jnp.mean(accs[:, 0], axis=0),
                 "training_acceptance_rate": state.acceptance / steps, "initial_weights": w0,
                 "final_iterate": state.weights, "iterations": state.step, "hot_start_steps": hot_steps,
-                "hot_start_converged": hot_done | (not hot_start),
+                "hot_start_converged": hot_done | (not hot_start), "trained": trains,
                 "converged": (stopped_by == 1) | (stopped_by == 2) | (not rule_on),
                 "stopped_by": stopped_by, "drift_kl": cp.drift, "plateau": state.plateau.flat,
                 "checkpoint_weights": cp.history_weights, "checkpoint_drifts": cp.history_drifts,
