@@ -114,6 +114,7 @@ def test_every_entry_point_runs_the_same_algorithm():
     np.testing.assert_allclose(np.sort(np.asarray(streamed.weights)), np.sort(np.asarray(leaf.weights)), rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_hot_start_that_never_passes_its_test_leaves_the_weights_untrained():
     """As the authors' code (hot-dog.md §5.5): capped at one step, before the test's first check at step 3 D,
     the hot start never passes, so the result is the uniform start w = N / M itself, with a warning that says
