@@ -311,26 +311,33 @@ def table_greedy_path(with_commit: bool) -> str:
     return "\n".join(lines)
 
 
+def _markdown_with_note(stem: str, note: str, with_commit: bool) -> str:
+    """A results file's own `table_markdown`, then `note` and the provenance line."""
+    data = _load(stem)
+    return data["table_markdown"].rstrip("\n") + "\n\n" + note + provenance(data, stem, with_commit)
+
+
 def table_cold_path_quality(with_commit: bool) -> str:
     """Coreset quality of the cheaper construction variants (investigations/cold_path.py --quality)."""
     data = _load("cold_path_quality")
     trials = max(r["trial"] for r in data["rows"]) + 1
-    return (data["table_markdown"].rstrip("\n") + "\n\n"
-            + f"OMP at M = {data['M']}, {trials} trials per row (medians; maxima in brackets); the coreset posterior is "
-              "NUTS 2 x (500 + 1000) against full-data NUTS; z2 = mean_d (mu_hat_d - mu_d)^2 / sd_d^2; KL is the "
-              "certificate's. " + provenance(data, "cold_path_quality", with_commit))
+    return _markdown_with_note(
+        "cold_path_quality",
+        f"OMP at M = {data['M']}, {trials} trials per row (medians; maxima in brackets); the coreset posterior is "
+        "NUTS 2 x (500 + 1000) against full-data NUTS; z2 = mean_d (mu_hat_d - mu_d)^2 / sd_d^2; KL is the "
+        "certificate's. ", with_commit)
 
 
 def table_candidate_rows(with_commit: bool) -> str:
     """OMP on candidate rows against every row (investigations/candidate_rows.py)."""
     data = _load("candidate_rows")
     trials = max(r["trial"] for r in data["runs"]) + 1
-    return (data["table_markdown"].rstrip("\n") + "\n\n"
-            + f"OMP at M = {data['size']}, J = {data['num_features']}, {trials} trials per row (medians; the "
-              "certificate KL's maximum in brackets); calls in one process, the second call timed again; relative "
-              "error on every row's features; the certificate from 2 x (500 + 500) NUTS draws; max |z| of the "
-              "posterior mean against the every-row coreset's draws of the same trial. "
-            + provenance(data, "candidate_rows", with_commit))
+    return _markdown_with_note(
+        "candidate_rows",
+        f"OMP at M = {data['size']}, J = {data['num_features']}, {trials} trials per row (medians; the "
+        "certificate KL's maximum in brackets); calls in one process, the second call timed again; relative "
+        "error on every row's features; the certificate from 2 x (500 + 500) NUTS draws; max |z| of the "
+        "posterior mean against the every-row coreset's draws of the same trial. ", with_commit)
 
 
 TABLES: dict[str, Callable[[bool], str]] = {

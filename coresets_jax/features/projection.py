@@ -325,10 +325,11 @@ def candidate_features(model: Model, data: Any, thetas: Array, key_proj: Array, 
     return V, matrix_stats_jit(V), target
 
 
-def leverage_scores(model: Model, data: Any, thetas: Array, chunk: int = SUM_CHUNK) -> Array:
+def leverage_scores(model: Model, data: Any, thetas: Array, chunk: Optional[int] = None) -> Array:
     """h_n = (1/K) sum_k g_nk^T (sum_m g_mk g_mk^T)^+ g_nk with g_nk = grad L_n(theta_k), for thetas (K, D): each
     row's leverage in the empirical Fisher information, averaged over K points (e.g. draws of pi_hat), in two
-    streamed passes of K gradients per row (memory O(chunk K D)).
+    streamed passes of K gradients per row (memory O(chunk K D); by default chunks of about 64 MiB of
+    gradients, `default_chunk`).
 
     Each term sums to rank <= D over the rows, and a row that alone carries a direction of the information (a
     rare covariate) has h_n near 1 where a typical row has ~D / N: the rows a uniform subsample misses. Several
@@ -336,6 +337,7 @@ def leverage_scores(model: Model, data: Any, thetas: Array, chunk: int = SUM_CHU
     n = _validate.num_rows(data)
     thetas = jnp.atleast_2d(jnp.asarray(thetas))
     compute = jnp.promote_types(thetas.dtype, jnp.float32)
+    chunk = default_chunk(*thetas.shape) if chunk is None else chunk
     return _leverage(model, _cast_floats(data, compute), thetas.astype(compute), int(min(chunk, n)))
 
 
