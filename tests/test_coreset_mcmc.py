@@ -159,3 +159,23 @@ def test_stuck_chains_are_reported_not_silent():
         warnings.simplefilter("error")
         _warn_stuck_chains({"acceptance_rate": np.array([0.55, 0.3])}, "coreset_mcmc")
         _warn_stuck_chains({}, "quasi_newton")
+
+
+def test_runaway_weights_are_reported_not_silent():
+    # Published Coreset MCMC on Bradley-Terry (50 players) ended with weights summing to 58 N
+    # (investigations/hot_dog_weights.py): cj.coreset must say so; a total within 10x of the start's is quiet.
+    from coresets_jax.construct.pipeline import RUNAWAY_WEIGHT_SUM, _warn_runaway_weights
+    from coresets_jax.core import Coreset
+
+    start = np.full(4, 25.0)  # N = 100
+    def result(total):
+        return Coreset(jnp.arange(4), jnp.asarray(np.array([0.1, 0.2, 0.3, 0.4]) * total), {"initial_weights": start})
+
+    with pytest.warns(RuntimeWarning, match=r"sum to 58x the start's total"):
+        _warn_runaway_weights(result(5800.0), "coreset_mcmc")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _warn_runaway_weights(result(0.99 * RUNAWAY_WEIGHT_SUM * 100.0), "coreset_mcmc")
+        _warn_runaway_weights(Coreset(jnp.arange(2), jnp.ones(2) * 1e9, {}), "omp")  # no start: not trained

@@ -220,6 +220,7 @@ def _posterior(model, data, n, size, construction, opts, key, support_method, ro
         cs = Coreset(cs.indices, cs.weights, dict(cs.info, support_rows=rows), cs.method)
     _warn_stuck_chains(cs.info, construction.name)
     _warn_unfinished(cs.info, construction.name)
+    _warn_runaway_weights(cs, construction.name)
     cs = Coreset(cs.indices, cs.weights, cs.info, cs.method, {
         "method": construction.name, "size": size, "options": dict(opts), "key": key_data(key),
         "N": n, "time_s": time.perf_counter() - start_time,
@@ -340,6 +341,26 @@ def _warn_stuck_chains(info: dict, name: str) -> None:
         warnings.warn(f"{name}: {stuck} of {acc.size} chains accepted under {STUCK_ACCEPTANCE:.0%} of their final "
                       f"draws (acceptance {np.round(acc, 3).tolist()}): they are stuck, so the weights and "
                       "info['samples'] are unreliable; try kernel='nuts', more num_warmup, or a larger size",
+                      RuntimeWarning, stacklevel=3)
+
+
+RUNAWAY_WEIGHT_SUM = 10.0  # x the start's total weight (N for the published start)
+
+
+def _warn_runaway_weights(cs, name: str) -> None:
+    """Trained weights whose total is many times the start's (N) give a coreset posterior far tighter than the
+    full one. Hot DoG's step grows with the distance the weights have travelled, so a gradient biased by chains
+    that lag behind pi_w grows them geometrically (benchmarks/investigations/hot_dog_weights.py: published
+    Coreset MCMC on Bradley-Terry, 50 players, with the slice sampler)."""
+    start = cs.info.get("initial_weights")
+    if start is None:
+        return
+    total, begun = float(np.sum(np.asarray(cs.weights, np.float64))), float(np.sum(np.asarray(start, np.float64)))
+    if begun > 0 and total > RUNAWAY_WEIGHT_SUM * begun:
+        warnings.warn(f"{name}: the trained weights sum to {total / begun:.3g}x the start's total "
+                      f"({total:.4g} against {begun:.4g}): they ran away, and the coreset posterior is likely far "
+                      "tighter than the full one. Check it with cj.certify; a kernel that mixes faster "
+                      "(kernel='nuts', num_warmup=500) or cj.refine from an OMP coreset avoids this",
                       RuntimeWarning, stacklevel=3)
 
 
