@@ -11,7 +11,8 @@ For each problem of benchmarks/models.py, seed and tol in {1, 0.1, 0.01}:
     full-data reference (`models.reference`), whose own noise floor (the same KL between the two reference
     runs) is reported with it;
   - the oracle: the smallest size on a fine grid (2^(k/4) steps from 16) whose measured KL is at most tol,
-    with the same method and key (so the oracle and the search build the same coreset at a shared size).
+    with the same method and key (so the oracle and the search build the same coreset at a shared size);
+    `--oracle-scan down` scans the grid downwards from the chosen size instead (`oracle_scan`).
 A size is "resolved" when the measured KL's floor is below tol / 3; cells where it is not are reported but
 not scored. A no-compression case (logistic regression with D = 50 on N = 500 rows, D near N / 10) shows
 the warning when no size reaches tol.
@@ -90,7 +91,7 @@ def grid(limit: int) -> list:
         k += 1
 
 
-def run_cell(name, problem, ref, tol, trial, method="omp") -> dict:
+def run_cell(name, problem, ref, tol, trial, method="omp", scan="up") -> dict:
     key = jax.random.key(100 + trial)
     model, data = problem["model"], problem["data"]
     t0 = time.perf_counter()
@@ -107,18 +108,49 @@ def run_cell(name, problem, ref, tol, trial, method="omp") -> dict:
     t0 = time.perf_counter()
     row["kl"] = measured_kl(problem, ref, cs, jax.random.fold_in(key, 9))  # NUTS on the coreset, as a user would
     row["sample_seconds"] = time.perf_counter() - t0
-    # the oracle on the fine grid, up to the size chosen x 4 (enough to find one below it)
-    oracle, tried = None, {}
-    for m in grid(min(models.n_rows(problem), 4 * row["size"])):
+    def kl_at(m):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             c = cj.coreset(model, data, m, method, key=key)
-        tried[m] = measured_kl(problem, ref, c, jax.random.fold_in(key, m))
-        if tried[m] <= tol:
-            oracle = m
-            break
-    row.update(oracle=oracle, oracle_path=tried)
+        return measured_kl(problem, ref, c, jax.random.fold_in(key, m))
+
+    sizes = grid(min(models.n_rows(problem), 4 * row["size"]))
+    oracle, tried = oracle_scan(kl_at, sizes, tol, row["size"], scan)
+    row.update(oracle=oracle, oracle_path=tried, oracle_scan=scan)
     return row
+
+
+def oracle_scan(kl_at, sizes, tol, chosen, scan="up"):
+    """(oracle, {size: measured KL}): `kl_at(m)` on the grid `sizes` (increasing).
+
+    "up": from the smallest size upwards to the first whose KL is at most tol (the definition). "down" (for
+    D = 50, where NUTS on coresets of fewer points than D ran for minutes each): from the largest size at
+    most `chosen` downwards while the KL is at most tol, the oracle being the last that passed, or upwards
+    from `chosen` if it fails itself. The same oracle as "up" when the KL falls with M along the grid; the
+    row records which scan was used."""
+    tried = {}
+    if scan == "up":
+        for m in sizes:
+            tried[m] = kl_at(m)
+            if tried[m] <= tol:
+                return m, tried
+        return None, tried
+    below = [m for m in sizes if m <= chosen][::-1]
+    oracle = None
+    for m in below:
+        tried[m] = kl_at(m)
+        if tried[m] > tol:
+            break
+        oracle = m
+    if oracle is None:  # the chosen size itself fails: upwards from there
+        for m in sizes:
+            if m in tried:
+                continue
+            if m > chosen:
+                tried[m] = kl_at(m)
+                if tried[m] <= tol:
+                    return m, tried
+    return oracle, tried
 
 
 def full_nuts_seconds(name, problem) -> dict:
@@ -213,6 +245,8 @@ def main(argv=None, *, quick=None, out_dir=None):
         p.add_argument("--problems", nargs="+", default=list(PROBLEMS))
         p.add_argument("--tols", nargs="+", type=float, default=list(TOLS))
         p.add_argument("--report", action="store_true")
+        p.add_argument("--oracle-scan", choices=("up", "down"), default="up",
+                       help="how the oracle's grid is scanned (oracle_scan); 'down' for D = 50")
         p.add_argument("--data-dir", default=common.DATA_DIR)
 
     args = common.resolve(argv, quick, out_dir, __doc__, extra)
@@ -235,7 +269,8 @@ def main(argv=None, *, quick=None, out_dir=None):
                 for trial in range(args.trials or 3):
                     if (name, tol, trial) in done:
                         continue
-                    row = dict(run_cell(name, problem, ref, tol, trial), commit=commit, first_in_process=first)
+                    row = dict(run_cell(name, problem, ref, tol, trial, scan=args.oracle_scan), commit=commit,
+                               first_in_process=first)
                     first = False
                     append(LEDGER, row)
                     print(f"{name} tol {tol} t{trial}: size {row['size']} (oracle {row['oracle']}), KL {row['kl']:.3g} "

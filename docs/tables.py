@@ -304,6 +304,11 @@ def table_auto_size(with_commit: bool) -> str:
                      f"{_fmt(free['cert_kl'])}, {free['verdict']}); with the limit {capped['limit']} it returns size "
                      f"{capped['size']} (KL {_fmt(capped['cert_kl'])}, {capped['verdict']}) and "
                      + ("warns: \"" + capped["warning"].split(";")[0] + "\"." if capped["warning"] else "does not warn."))
+    down = sorted({r["problem"] for r in data["runs"] if r.get("oracle_scan") == "down"})
+    if down:
+        lines.append(f"The oracle for {', '.join(down)} scanned the grid downwards from the chosen size (NUTS on "
+                     "coresets of fewer points than D ran for minutes each); that is the same oracle when the KL "
+                     "falls with M along the grid.")
     commits = sorted({r.get("commit") for r in data["runs"] if r.get("commit")})
     lines.append("Each cell lists its trials (seeds) in order; the last column lists the trials that recorded the time "
                  "of NUTS on their coreset, and a problem's first of them compiled its programs. The measured KL is exact for Gaussian location, else "

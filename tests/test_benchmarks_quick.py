@@ -143,3 +143,24 @@ def test_device_quick(tmp_path):
     assert all(math.isfinite(x) for x in _finite_numbers(data))
 
 
+
+
+def test_the_auto_size_oracle_scanned_down_is_the_oracle_scanned_up_where_kl_falls_with_m():
+    scan = _load("auto_size").oracle_scan
+    sizes = [16, 19, 23, 27, 32, 38, 45, 54, 64]
+    falling = lambda m: 100.0 / m ** 2  # noqa: E731  # <= 0.1 from m = 32 on
+    calls = []
+
+    def kl_at(m):
+        calls.append(m)
+        return falling(m)
+
+    up = scan(kl_at, sizes, 0.1, 54, "up")
+    assert up[0] == 32 and sorted(up[1]) == [16, 19, 23, 27, 32]
+    calls.clear()
+    down = scan(kl_at, sizes, 0.1, 54, "down")
+    assert down[0] == 32 and calls == [54, 45, 38, 32, 27]  # stops at the first failure below the chosen size
+    # the chosen size fails its measured KL: upwards from it to the first that passes
+    calls.clear()
+    assert scan(kl_at, sizes, 0.1, 23, "down") == (32, {23: falling(23), 27: falling(27), 32: falling(32)})
+    assert scan(kl_at, sizes, 1e-6, 23, "down")[0] is None and scan(kl_at, sizes, 1e-6, 23, "up")[0] is None
