@@ -393,8 +393,11 @@ def report(rows: list, out_dir: str, stem: str = "models") -> dict:
                 r["kl_estimate"] > 1.2 * r["start_kl_estimate"] + 0.05 for r in moved)
             summary[m]["runs_that_moved_from_the_start"] = len(moved)
             summary[m]["runs"] = len(runs)
+    counts = sorted({n for e in table for n in e["trials"].values()}) or [0]
+    sizes = sorted({e["M"] for e in table})
+    trials = str(counts[0]) if counts[0] == counts[-1] else f"{counts[0]}-{counts[-1]}"
     reductions = {
-        "trials": "3 per cell (the authors run 10)",
+        "trials": f"{trials} per cell{' at M = ' + str(sizes[0]) if len(sizes) == 1 else ''} (the authors run 10)",
         "metric_draws": "2 x 1000 NUTS (or Gibbs) draws after 500 warm-up steps per coreset; reference 2 x 2000",
         "problems_missing": sorted(set(PROBLEMS) - {e["problem"] for e in table}),
         "measured_elsewhere": ["Hot DoG against Adam over learning rates (hot-dog.md Fig. 1): investigations/hot_dog_adam.py",

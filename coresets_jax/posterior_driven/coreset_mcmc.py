@@ -55,8 +55,8 @@ Departures, each an option whose default is the authors' value (`cj.refine` sets
 
 Where the published method fails: Hot DoG's step grows with the distance each weight has travelled (Eq. H3),
 so a gradient biased one way for a few hundred steps grows the weights geometrically. The gradient is
-unbiased only when the chains are draws from the current pi_w, and the slice sampler's chains lag behind a
-moving pi_w in 50 dimensions: on Bradley-Terry (50 players, M = 100) the weights summed to 10 N after 1,000
+unbiased only when the chains are draws from the current pi_w, and slice-sampler chains appear to lag behind
+a moving pi_w in 50 dimensions: on Bradley-Terry (50 players, M = 100) the weights summed to 10 N after 1,000
 training iterations and to about 200 N after 30,000, while the same run with NUTS chains kept them below N
 (benchmarks/investigations/hot_dog_weights.py). `cj.coreset` warns when the trained weights sum to more
 than 10x the start's total.
