@@ -257,7 +257,10 @@ def table_hot_dog_weights(with_commit: bool) -> str:
               + " training iterations and at the end. Signal / noise: the median over weights of |exact gradient| "
               f"over the sd of one iteration's estimate ({data['settings']['draws']:,} NUTS draws of pi_w0, "
               f"{data['settings']['repeats']} estimates). z2 from the method's own draws (K = 2 chains x 1,000) "
-              "at the start and with the trained weights. " + provenance(data, "hot_dog_weights", with_commit)]
+              "at the start and with the trained weights. "
+              + (f"Rows measured at commits {', '.join(f'`{c}`' for c in data['commits'])}; the latest: "
+                 if with_commit and len(data.get("commits") or []) > 1 else "")
+              + provenance(data, "hot_dog_weights", with_commit)]
     return "\n".join(lines)
 
 

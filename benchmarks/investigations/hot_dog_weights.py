@@ -23,11 +23,14 @@ that mixes slowly lags behind a moving pi_w and biases it. The NUTS column tests
 algorithm, with chains that mix in a few steps.
 
     python benchmarks/investigations/hot_dog_weights.py --problems bradley_terry phishing biketrips_large
-Writes benchmarks/results/hot_dog_weights.json.
+    python benchmarks/investigations/hot_dog_weights.py --add --problems gaussian_location ds1
+Writes benchmarks/results/hot_dog_weights.json (--add keeps the other problems' rows of that file, each row
+recording its commit).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -45,6 +48,10 @@ import common  # noqa: E402
 import models  # noqa: E402
 
 SIZE = 100
+# The problems this measures, in the order that seeds them (key(i) for the i-th, whatever a run's order).
+# Not spike and slab: its discrete indicators rule out the NUTS draws of pi_w0 and the NUTS column.
+PROBLEMS = ("bradley_terry", "phishing", "biketrips_large", "gaussian_location", "linear_regression", "ds1",
+            "logistic_binary10", "airportdelays_large")
 NUTS_WARMUP = 500  # step-size adaptation at w0 before the hot start (the slice sampler adapts nothing)
 
 
@@ -113,32 +120,47 @@ def training_trace(problem, ref, key, iters: int, kernel: str) -> dict:
 
 def main(argv=None, *, quick=None, out_dir=None):
     def extra(p):
-        p.add_argument("--problems", nargs="+", default=["bradley_terry", "phishing", "biketrips_large"])
+        p.add_argument("--problems", nargs="+", default=list(PROBLEMS[:3]), choices=PROBLEMS)
         p.add_argument("--iters", type=int, default=30_000)
         p.add_argument("--kernels", nargs="+", default=["slice", "nuts"])
         p.add_argument("--draws", type=int, default=8000)
         p.add_argument("--repeats", type=int, default=400)
+        p.add_argument("--add", action="store_true",
+                       help="keep the other problems' rows of an existing results file with the same settings")
         p.add_argument("--data-dir", default=common.DATA_DIR)
 
     args = common.resolve(argv, quick, out_dir, __doc__, extra)
     if args.quick:
         args.iters, args.draws, args.repeats = 2000, 400, 50
-    rows = []
-    for i, name in enumerate(args.problems):
+    settings = {"M": SIZE, "iters": args.iters, "draws": args.draws, "repeats": args.repeats,
+                "method": "coreset_mcmc with its published defaults except num_iters; kernel "
+                          f"'nuts': NUTS with {NUTS_WARMUP} adaptation steps at w0 in place of the "
+                          "authors' slice sampler"}
+    stem = common.stem("hot_dog_weights", args.quick)
+    rows, earlier = [], {}
+    path = os.path.join(args.out, stem + ".json")
+    if args.add and os.path.exists(path):
+        with open(path) as f:
+            old = json.load(f)
+        if old["settings"] != settings:
+            raise SystemExit(f"--add: {path} has other settings ({old['settings']})")
+        earlier = {"rows": [r for r in old["rows"] if r["problem"] not in args.problems],
+                   "commits": old.get("commits") or [old["environment"].get("git_commit")]}
+    for name in args.problems:
         problem = models.load_problem(name, args.data_dir)
         ref = models.reference(name, problem)
-        k_grad, k_train = jax.random.split(jax.random.key(i))
+        k_grad, k_train = jax.random.split(jax.random.key(PROBLEMS.index(name)))
         row = {"problem": name, "M": SIZE, "gradient_at_start": gradient_at_start(problem, k_grad, args.draws, args.repeats),
                "training": {kernel: training_trace(problem, ref, k_train, args.iters, kernel)
                             for kernel in args.kernels}}
         print(row, flush=True)
         rows.append(row)
-    result = {"environment": common.environment(), "rows": rows,
-              "settings": {"M": SIZE, "iters": args.iters, "draws": args.draws, "repeats": args.repeats,
-                           "method": "coreset_mcmc with its published defaults except num_iters; kernel "
-                                     f"'nuts': NUTS with {NUTS_WARMUP} adaptation steps at w0 in place of the "
-                                     "authors' slice sampler"}}
-    common.write_json(result, args.out, common.stem("hot_dog_weights", args.quick))
+    env = common.environment()
+    for row in rows:
+        row["commit"] = env.get("git_commit")
+    result = {"environment": env, "rows": earlier.get("rows", []) + rows, "settings": settings,
+              "commits": sorted(set(earlier.get("commits", [])) | {env.get("git_commit")})}
+    common.write_json(result, args.out, stem)
     return result
 
 
