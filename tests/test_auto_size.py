@@ -162,3 +162,27 @@ def test_omp_search_runs_omp_once_for_the_sizes_on_its_greedy_path(monkeypatch):
     assert cs.settings["greedy_path_of"] == capacity and "path_sizes" not in cs.settings["options"]
     alone = cj.coreset(model, data, cs.capacity, "omp", key=jax.random.key(1))
     np.testing.assert_allclose(kl(cs), kl(alone), rtol=1e-3, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_a_search_whose_coreset_stopped_growing_stops_and_says_to_raise_num_features():
+    # With J = 16 features OMP fits the projection exactly with at most 16 points, so every size above that
+    # builds the same coreset: the search must stop after two such sizes (not climb to the limit, as it did
+    # for D = 50 at J = 500 in vs_peers.py, 442 s) and say that more features, not a larger size, could help.
+    key = jax.random.key(0)
+    ds = cj.data.synthetic_logistic(key, 2000, theta=(1.0, -0.5, 0.8, 0.3, -1.2))
+    with pytest.warns(RuntimeWarning, match=r"stopped growing at 16 points .*raise num_features"):
+        cs = cj.coreset(cj.models.logistic_regression(), ds.train, size=1024, key=key, tol=1e-6, num_features=16)
+    path = cs.info["path"]
+    assert [p["size"] for p in path] == [16, 32, 64]
+    assert path[1]["points"] == path[2]["points"] == 16 and cs.info["saturated_at"] == 16
+    assert cs.certificate.verdict != "good" and not any(p["passed"] for p in path)
+    # the returned coreset is the path's lowest KL estimate
+    assert float(cs.certificate.kl) == min(p["kl"] for p in path)
+
+
+def test_the_saturation_rule_needs_two_failing_sizes_with_the_same_points_below_the_smaller_size():
+    stopped = auto_size._stopped_growing
+    assert stopped({"size": 32, "points": 16}, {"size": 64, "points": 16})
+    assert not stopped({"size": 16, "points": 16}, {"size": 32, "points": 16})  # 16 filled its slots
+    assert not stopped({"size": 32, "points": 20}, {"size": 64, "points": 24})  # still growing

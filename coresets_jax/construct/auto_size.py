@@ -19,6 +19,12 @@ over the data. The search asks it at a sequence of sizes, reusing what does not 
    (so the answer is within a factor sqrt(2) of the smallest passing size on a grid twice as fine).
 5. If no size up to the limit passes, the coreset with the lowest KL estimate is returned with a warning
    that gives the KL reached; its certificate's verdict is then at best "usable", never "good".
+6. If two failing sizes in a row build coresets of the same number of points, fewer than the smaller size,
+   the method has stopped adding points (OMP fits the J projected features exactly with at most J points),
+   and every larger size would build the same coreset: the search stops there and warns that more features
+   (`num_features`), not a larger size, could help. Logistic regression with D = 50 at N = 10^5
+   (benchmarks/vs_peers.py) stopped growing at 500 points with J = 500 and KL 4.8, after trying sizes up
+   to 4096 for 442 s.
 
 Every size is checked to fit in memory before it is built (`memory.check_fits`); sizes that cannot fit cap
 the search. The result carries its certificate (`cs.certificate`) and the path (`cs.info["path"]`: per size
@@ -154,11 +160,15 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
         tried[size] = (cs.with_certificate(cert), post)
         return entry["passed"]
 
-    size = first = first_size(_dim(model, data) if dim is None else dim, limit)
-    lo, hi = None, None
+    d = _dim(model, data) if dim is None else dim
+    size = first = first_size(d, limit)
+    lo, hi, saturated = None, None, None
     while True:
         if attempt(size):
             hi = size
+            break
+        if lo is not None and _stopped_growing(path[-2], path[-1]):
+            saturated = (lo, size, path[-1]["points"])  # every larger size builds this same coreset
             break
         lo = size
         if size >= limit:
@@ -176,18 +186,35 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
         best = tried[best_size][0]
         cert = best.certificate
         reached = f"{cert.kl:.3g} ± {cert.kl_se:.2g}"
-        warnings.warn(f"coreset: no size up to {limit} reached KL <= {tol} nats (the best, size {best_size} with "
-                      f"{best.num_points} points, reached an estimated KL of {reached}, verdict "
-                      f"{cert.verdict!r}); it is returned; raise size= (the limit), or use a larger tol",
-                      RuntimeWarning, stacklevel=3)
+        if saturated is None:
+            warnings.warn(f"coreset: no size up to {limit} reached KL <= {tol} nats (the best, size {best_size} "
+                          f"with {best.num_points} points, reached an estimated KL of {reached}, verdict "
+                          f"{cert.verdict!r}); it is returned; raise size= (the limit), or use a larger tol",
+                          RuntimeWarning, stacklevel=3)
+        else:
+            a, b, points = saturated
+            warnings.warn(f"coreset: the coreset stopped growing at {points} points (sizes {a} and {b} built the "
+                          f"same number), so larger sizes give the same coreset, and none reached KL <= {tol} "
+                          f"nats (the best, size {best_size}, reached an estimated KL of {reached}, verdict "
+                          f"{cert.verdict!r}); it is returned. The method fit its projected features exactly: "
+                          f"raise num_features (J) well above the {d * (d + 3) // 2} = D (D + 3) / 2 moments that "
+                          "pin a posterior's mean and covariance in D dimensions", RuntimeWarning, stacklevel=3)
         if cert.verdict == "good":
             cert = dataclasses.replace(cert, verdict="usable", reason=(
                 f"its KL estimate {cert.kl:.3g} + {Z:g} standard errors is above tol = {tol}, so it is not "
                 f"good for this tolerance (else: {cert.reason})"))
             best = best.with_certificate(cert)
-    info = dict(best.info, path=path, tol=tol, limit=limit, samples=tried[best_size][1].samples)
+    info = dict(best.info, path=path, tol=tol, limit=limit, samples=tried[best_size][1].samples,
+                saturated_at=None if saturated is None else saturated[2])
     return Coreset(best.indices, best.weights, info, best.method, dict(best.settings, tol=tol, limit=limit,
                                                                         size="auto"), best.certificate)
+
+
+def _stopped_growing(before: dict, after: dict) -> bool:
+    """Two failing sizes in a row whose coresets have the same number of points, fewer than the smaller size:
+    the method stopped adding points (OMP: its projected residual is zero), so a larger size builds the same
+    coreset again and cannot pass."""
+    return after["points"] == before["points"] < before["size"] < after["size"]
 
 
 def _dim(model: Model, data: Any) -> int:
