@@ -383,6 +383,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "vs_peers_auto_1e6": lambda with_commit: table_vs_peers(with_commit, "vs_peers_auto_1e6"),
     "vs_peers_candidates_1e6": lambda with_commit: table_vs_peers(with_commit, "vs_peers_candidates_1e6"),
     "vs_peers_poisson10": lambda with_commit: table_vs_peers(with_commit, "vs_peers_poisson10"),
+    "vs_peers_d50": lambda with_commit: table_vs_peers(with_commit, "vs_peers_d50"),
     "candidate_rows": table_candidate_rows,
     "device_gpu": table_device_pipeline,
     "coreset_mcmc_scale": table_coreset_mcmc_scale,

@@ -196,9 +196,10 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
             warnings.warn(f"coreset: the coreset stopped growing at {points} points (sizes {a} and {b} built the "
                           f"same number), so larger sizes give the same coreset, and none reached KL <= {tol} "
                           f"nats (the best, size {best_size}, reached an estimated KL of {reached}, verdict "
-                          f"{cert.verdict!r}); it is returned. The method fit its projected features exactly: "
-                          f"raise num_features (J) well above the {d * (d + 3) // 2} = D (D + 3) / 2 moments that "
-                          "pin a posterior's mean and covariance in D dimensions", RuntimeWarning, stacklevel=3)
+                          f"{cert.verdict!r}); it is returned. The method fit its projected features exactly, so a "
+                          "larger size cannot help: raise num_features (J) towards the "
+                          f"{d * (d + 3) // 2} = D (D + 3) / 2 moments that pin a posterior's mean and covariance "
+                          "in D dimensions, or use full-data MCMC", RuntimeWarning, stacklevel=3)
         if cert.verdict == "good":
             cert = dataclasses.replace(cert, verdict="usable", reason=(
                 f"its KL estimate {cert.kl:.3g} + {Z:g} standard errors is above tol = {tol}, so it is not "
