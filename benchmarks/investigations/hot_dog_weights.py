@@ -44,6 +44,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import coresets_jax as cj  # noqa: E402
+from coresets_jax.core import log_likelihoods  # noqa: E402
 import common  # noqa: E402
 import models  # noqa: E402
 
@@ -56,8 +57,8 @@ NUTS_WARMUP = 500  # step-size adaptation at w0 before the hot start (the slice 
 
 
 def _row_lls(model):
-    """(thetas (S, D), rows) -> (S, rows) log-likelihoods."""
-    return jax.jit(jax.vmap(lambda t, d: jax.vmap(lambda x: model.log_likelihood(t, x))(d), (0, None)))
+    """(thetas (S, D), rows) -> (S, rows) log-likelihoods (`cj.core.log_likelihoods` at each theta)."""
+    return jax.jit(jax.vmap(lambda t, d: log_likelihoods(model, t, d), (0, None)))
 
 
 def gradient_at_start(problem, key, draws: int, repeats: int) -> dict:
