@@ -370,6 +370,9 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
                        help="skip our route where V (N x J float32) would exceed this (default: this shared machine's)")
         p.add_argument("--merge", nargs="+", default=None, metavar="JSON",
                        help="combine the cells of these result files (runs of model/size subsets) into one")
+        p.add_argument("--no-long-reference", action="store_true",
+                       help="leave a cell whose full NUTS failed unscored instead of running the long HMCECS "
+                            "reference (a short run on a lent machine)")
         p.add_argument("--chain-method-check", action="store_true",
                        help="also run NumPyro NUTS with chain_method='sequential' (to choose CHAIN_METHOD)")
 
@@ -421,7 +424,7 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
                 ok = [r["calls"][0] for r in cell["runs"][c] if "error" not in r]
                 history[c] = (n, float(np.median([k["seconds"] for k in ok])) if ok else None,
                               float(np.median([k["log"]["compile_s"] for k in ok])) if ok else 0.0)
-            _score_cell(cell, work, base, args.budget)
+            _score_cell(cell, work, base, args.budget, long_reference=not args.no_long_reference)
             result["cells"].append(cell)
             result["total_s"] = time.perf_counter() - t_start
             _write(result, args.out, stem)
@@ -465,12 +468,20 @@ def _say(label, n, c, rep, res):
           + json.dumps({k: v for k, v in calls[0]["info"].items() if k != "map"}), flush=True)
 
 
-def _score_cell(cell: dict, work: str, base: dict, budget: float) -> None:
-    """Scores against full NUTS of the cell, else a long HMCECS run (run here, once per cell)."""
+def _score_cell(cell: dict, work: str, base: dict, budget: float, long_reference: bool = True) -> None:
+    """Scores against full NUTS of the cell, else a long HMCECS run (run here, once per cell; with
+    `long_reference` False the cell stays unscored)."""
     runs = cell["runs"]
     nuts = [r for r in runs.get("nuts", []) if "error" not in r]
     if nuts:
         ref = reference_from(nuts[0]["draws"], "nuts")
+    elif not long_reference:
+        cell["reference"] = None
+        cell["reference_note"] = "full NUTS did not finish and the long HMCECS reference was not run"
+        for rs in runs.values():
+            for r in rs:
+                r.pop("draws", None)
+        return
     else:
         cfg = dict(base, contender="hmcecs_long", kind=cell["kind"], D=cell["D"], N=cell["N"], warm=False, seed=99)
         res = run_child(cfg, work, timeout=max(3 * budget, 120))["hmcecs_long"]
