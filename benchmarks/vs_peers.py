@@ -49,6 +49,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -289,7 +290,9 @@ def run_child(cfg: dict, work: str, timeout: float) -> dict:
     t = time.perf_counter()
     try:
         res = common.child("import vs_peers; vs_peers.child_main()", json.dumps(cfg), env=env, timeout=timeout)
-    except Exception as err:  # a timeout, a crash or memory exhaustion: recorded, the grid goes on
+    except subprocess.TimeoutExpired:
+        res = {"error": f"did not finish within {timeout:.0f} s"}
+    except Exception as err:  # a crash or memory exhaustion: recorded, the grid goes on
         res = {"error": f"{type(err).__name__}: {err}"[:500]}
     wall = time.perf_counter() - t
     shutil.rmtree(cache, ignore_errors=True)
@@ -456,10 +459,13 @@ def merge(args) -> dict:
                       "load_average_before": part.get("load_average_before"),
                       "load_average_after": part.get("load_average_after")})
     order = {m: i for i, m in enumerate(MODELS)}
+    # The parts' own machine when they share one (runs fetched from a lent GPU are merged on the CPU)
+    machines = {(p["environment"].get("backend"), p["environment"].get("device_kind")) for p in parts}
+    environment = dict(parts[-1]["environment"]) if len(machines) == 1 else common.environment()
     result = {"quick": False, "command": "python benchmarks/vs_peers.py --merge " + " ".join(args.merge),
               "settings": parts[-1]["settings"], "parts": parts,
               "cells": sorted(cells.values(), key=lambda c: (order.get(c["model"], 99), c["N"])),
-              "environment": common.environment()}
+              "environment": environment}
     _write(result, args.out, "vs_peers" + args.tag, show=True)
     return result
 
@@ -520,7 +526,10 @@ def summary(cell: dict) -> dict:
     for c, rs in cell["runs"].items():
         ok = [r for r in rs if "error" not in r]
         if not ok:
-            out[c] = {"error": rs[0].get("error", "")}
+            err = rs[0].get("error", "")
+            if err.startswith("TimeoutExpired"):  # files written before the message above existed
+                err = f"did not finish within {rs[0].get('wall_s', float('nan')):.0f} s"
+            out[c] = {"error": err}
             continue
         med = lambda xs: float(np.median(xs)) if xs else None  # noqa: E731
         entry = {"cold_s": med([r["calls"][0]["seconds"] for r in ok]),
@@ -615,7 +624,7 @@ def markdown(result: dict) -> str:
                         + (f", certify {f(e.get('certify_s'))} s" if e.get("certify_s") is not None else ""))
             lines.append(f"| {cell['model']} | {cell['N']:.0e} | {c} | {f(e['cold_s'])} | {f(e['warm_s'])} | "
                          f"{f(e['compile_s'])} | {f(e['max_z'], 3)} | {f(e['w1_floor'], 2)} | "
-                         f"{ref.get('label', '-')} (chain z {f(ref.get('chain_z'), 3)}) | {note} |")
+                         + (f"{ref['label']} (chain z {f(ref.get('chain_z'), 3)})" if ref else "none") + f" | {note} |")
         for c, why in cell["skipped"].items():
             lines.append(f"| {cell['model']} | {cell['N']:.0e} | {c} | skipped | | | | | | {why} |")
     return "\n".join(lines)

@@ -210,9 +210,9 @@ def table_float32_chains(with_commit: bool) -> str:
     return "\n".join(lines)
 
 
-def table_coreset_mcmc_scale(with_commit: bool) -> str:
+def table_coreset_mcmc_scale(with_commit: bool, stem: str = "coreset_mcmc_scale") -> str:
     """Coreset MCMC's time per training iteration against N (benchmarks/coreset_mcmc_scale.py)."""
-    data = _load("coreset_mcmc_scale")
+    data = _load(stem)
     ms = sorted({r["M"] for r in data["rows"]})
     lines = ["| N | " + " | ".join(f"ms per iteration, M = {m}" for m in ms) + " |",
              "|---|" + "---|" * len(ms)]
@@ -233,7 +233,7 @@ def table_coreset_mcmc_scale(with_commit: bool) -> str:
                      "(2 chains x (500 + 500)).")
     r0 = data["rows"][0]
     lines.append(f"The difference of two warm calls with T = {r0['T1']:,} and {r0['T2']:,} iterations, over "
-                 f"T2 - T1 (hot start off; medians). " + provenance(data, "coreset_mcmc_scale", with_commit))
+                 f"T2 - T1 (hot start off; medians). " + provenance(data, stem, with_commit))
     return "\n".join(lines)
 
 
@@ -380,6 +380,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "models_refine": lambda with_commit: table_models(with_commit, "models_refine"),
     "vs_peers": table_vs_peers,
     "vs_peers_gpu": lambda with_commit: table_vs_peers(with_commit, "vs_peers_gpu"),
+    "vs_peers_h100": lambda with_commit: table_vs_peers(with_commit, "vs_peers_h100"),
     "vs_peers_auto_1e6": lambda with_commit: table_vs_peers(with_commit, "vs_peers_auto_1e6"),
     "vs_peers_candidates_1e6": lambda with_commit: table_vs_peers(with_commit, "vs_peers_candidates_1e6"),
     "vs_peers_poisson10": lambda with_commit: table_vs_peers(with_commit, "vs_peers_poisson10"),
@@ -387,6 +388,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "candidate_rows": table_candidate_rows,
     "device_gpu": table_device_pipeline,
     "coreset_mcmc_scale": table_coreset_mcmc_scale,
+    "coreset_mcmc_scale_h100": lambda with_commit: table_coreset_mcmc_scale(with_commit, "coreset_mcmc_scale_h100"),
     "hot_dog_weights": table_hot_dog_weights,
     "auto_size": table_auto_size,
     "greedy_path": table_greedy_path,

@@ -93,6 +93,36 @@ def test_break_even_and_targets_from_a_summary():
     assert "| logistic10 | 5e+05 | ours_fixed | 50.0 |" in vp.markdown(result)
 
 
+def test_reference_falls_back_to_nuts_with_jit_args_and_else_stays_unscored(tmp_path):
+    vp = _load()
+    rng = np.random.default_rng(2)
+    run = lambda draws: {"calls": [{"seconds": 5.0, "info": {}, "log": {"compile_s": 1.0}}],  # noqa: E731
+                         "import_s": 1.0, "peak_rss_mb": 1.0, "draws": draws}
+    timeout = {"error": "did not finish within 120 s", "wall_s": 120.0}
+    scored = {"model": "logistic10", "kind": "logistic", "D": 10, "N": 1000, "skipped": {},
+              "runs": {"nuts": [timeout], "nuts_jit_args": [run(rng.standard_normal((2, 400, 3)))],
+                       "ours_fixed": [run(rng.standard_normal((2, 400, 3)) + np.array([0.0, 0.0, 1.0]))]}}
+    vp._score_cell(scored, str(tmp_path), {}, 40.0, long_reference=False)
+    assert scored["reference"]["label"] == "nuts_jit_args"
+    assert scored["runs"]["nuts_jit_args"][0]["score"]["note"] == "chain against chain"
+    assert scored["runs"]["ours_fixed"][0]["score"]["max_z"] == pytest.approx(1.0, abs=0.2)
+    unscored = {"model": "logistic10", "kind": "logistic", "D": 10, "N": 2000, "skipped": {},
+                "runs": {"nuts": [timeout], "ours_fixed": [run(rng.standard_normal((2, 400, 3)))]}}
+    vp._score_cell(unscored, str(tmp_path), {}, 40.0, long_reference=False)  # would run hmcecs_long otherwise
+    assert unscored["reference"] is None and "draws" not in unscored["runs"]["ours_fixed"][0]
+    table = vp.markdown({"cells": [scored, unscored]})
+    assert "| logistic10 | 2e+03 | nuts | error | | | | | | did not finish within 120 s |" in table
+    assert "| none |" in table and "nuts_jit_args (chain z" in table
+    # a merge of runs made on one lent GPU keeps that machine's record, not the merging machine's
+    env = {"backend": "gpu", "device_kind": "NVIDIA H100", "jax": "0.11.2"}
+    for i, cell in enumerate((scored, unscored)):
+        with open(tmp_path / f"part{i}.json", "w") as f:
+            json.dump({"cells": [cell], "settings": {}, "environment": env}, f, default=np.ndarray.tolist)
+    merged = vp.main(["--merge", str(tmp_path / "part0.json"), str(tmp_path / "part1.json"), "--tag", "m",
+                      "--out", str(tmp_path)])
+    assert merged["environment"] == env and [c["N"] for c in merged["cells"]] == [1000, 2000]
+
+
 @pytest.mark.slow
 @pytest.mark.bench
 def test_quick_mode_runs_every_default_contender_and_writes_json(tmp_path):
