@@ -10,8 +10,8 @@ OMP at sizes M and projection dimensions J, each then NUTS on the coreset (2 cha
 mean, and the chains' own chain-against-chain z as the noise level. Recorded per cell: construction seconds
 (first call, compilation included), points, relative error on the features, certificate KL and k-hat, max |z|.
 
-    python benchmarks/investigations/d50_features.py --n 20000 --sizes 250 500 --features 500 1325
-Writes benchmarks/results/d50_features.json after every cell.
+    python benchmarks/investigations/d50_features.py --n 20000 --sizes 250 500 750 --features 500 1325 2650
+Writes benchmarks/results/d50_features<tag>.json after every cell.
 """
 
 from __future__ import annotations
@@ -55,16 +55,23 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
     def extra(p):
         p.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS))
         p.add_argument("--n", type=int, default=20_000)
-        p.add_argument("--sizes", nargs="+", type=int, default=[250, 500])
-        p.add_argument("--features", nargs="+", type=int, default=[500, 1325])
+        p.add_argument("--sizes", nargs="+", type=int, default=[250, 500, 750])
+        p.add_argument("--features", nargs="+", type=int, default=[500, 1325, 2650])
+        p.add_argument("--cells", nargs="+", default=None, metavar="J:M",
+                       help="these (J, M) pairs instead of every J of --features with every M of --sizes")
+        p.add_argument("--tag", default="", help="suffix of the results file's name")
 
     args = common.resolve(argv, quick, out_dir, __doc__, extra)
-    cfg = QUICK if args.quick else {"problems": args.problems, "n": args.n, "sizes": args.sizes,
-                                    "features": args.features}
+    cfg = dict(QUICK) if args.quick else {"problems": args.problems, "n": args.n, "sizes": args.sizes,
+                                          "features": args.features}
+    pairs = [(j, m) for j in cfg["features"] for m in cfg["sizes"]]
+    if args.cells and not args.quick:
+        pairs = [tuple(int(v) for v in c.split(":")) for c in args.cells]
+    cfg["cells"] = [list(p) for p in pairs]
     draws = dict(DRAWS, num_samples=100, num_warmup=100) if args.quick else DRAWS
     result = {"settings": {**{k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()}, "draws": draws},
               "cells": [], "references": {}, "environment": common.environment()}
-    stem = common.stem("d50_features", args.quick)
+    stem = common.stem("d50_features" + args.tag, args.quick)
     warnings.simplefilter("ignore")
     for name in cfg["problems"]:
         model, data = problem(name, cfg["n"])
@@ -78,24 +85,23 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
             "chain_z": float(np.max(np.abs(chains[0].mean(0) - chains[1].mean(0)) / ref["sd"]))}
         print(f"{name}: full NUTS {result['references'][name]['seconds']:.0f} s, chain z "
               f"{result['references'][name]['chain_z']:.3f}", flush=True)
-        for j in cfg["features"]:
-            for m in cfg["sizes"]:
-                key = jax.random.key(1)
-                t = time.perf_counter()
-                cs = cj.coreset(model, data, size=m, method="omp", key=key, num_features=j)
-                jax.block_until_ready(cs.weights)
-                build_s = time.perf_counter() - t
-                post = cj.sample(model, data, jax.random.key(2), weights=cs, warn=False, **draws)
-                cert = cj.certify(model, data, cs, post.samples)
-                cell = {"problem": name, "N": cfg["n"], "J": j, "M": m, "build_s": build_s,
-                        "points": int(cs.num_points), "relative_error": float(cs.info.get("relative_error", np.nan)),
-                        "kl": float(cert.kl), "khat": float(cert.khat), "verdict": str(cert.verdict),
-                        "max_z": max_z(post.samples, ref)}
-                result["cells"].append(cell)
-                print(f"{name} J={j} M={m}: {build_s:.0f} s, {cell['points']} points, rel err "
-                      f"{cell['relative_error']:.2g}, KL {cell['kl']:.3g} ({cell['verdict']}), max |z| "
-                      f"{cell['max_z']:.3f}", flush=True)
-                common.write_json(common.jsonable(result), args.out, stem)
+        for j, m in pairs:
+            key = jax.random.key(1)
+            t = time.perf_counter()
+            cs = cj.coreset(model, data, size=m, method="omp", key=key, num_features=j)
+            jax.block_until_ready(cs.weights)
+            build_s = time.perf_counter() - t
+            post = cj.sample(model, data, jax.random.key(2), weights=cs, warn=False, **draws)
+            cert = cj.certify(model, data, cs, post.samples)
+            cell = {"problem": name, "N": cfg["n"], "J": j, "M": m, "build_s": build_s,
+                    "points": int(cs.num_points), "relative_error": float(cs.info.get("relative_error", np.nan)),
+                    "kl": float(cert.kl), "khat": float(cert.khat), "verdict": str(cert.verdict),
+                    "max_z": max_z(post.samples, ref)}
+            result["cells"].append(cell)
+            print(f"{name} J={j} M={m}: {build_s:.0f} s, {cell['points']} points, rel err "
+                  f"{cell['relative_error']:.2g}, KL {cell['kl']:.3g} ({cell['verdict']}), max |z| "
+                  f"{cell['max_z']:.3f}", flush=True)
+            common.write_json(common.jsonable(result), args.out, stem)
     common.write_json(common.jsonable(result), args.out, stem)
     return result
 
