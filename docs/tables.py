@@ -360,6 +360,25 @@ def table_cold_path_quality(with_commit: bool) -> str:
         "certificate's. ", with_commit)
 
 
+def table_d50_features(with_commit: bool) -> str:
+    """OMP coresets at D = 50 against the projection dimension J (investigations/d50_features.py)."""
+    data = _load("d50_features")
+    lines = ["| problem | J | M | points | construction | relative error | certificate KL | max abs z |",
+             "|---|---|---|---|---|---|---|---|"]
+    for c in data["cells"]:
+        lines.append(f"| {c['problem']} | {c['J']:,} | {c['M']:,} | {c['points']:,} | {_seconds(c['build_s'])} "
+                     f"| {_fmt(c['relative_error'], 2)} | {_fmt(c['kl'], 2)} ({c['verdict']}) | {_fmt(c['max_z'], 2)} |")
+    refs = data["references"]
+    draws = data["settings"]["draws"]
+    n = data["cells"][0]["N"] if data["cells"] else 0
+    lines += ["", f"N = {n:,} rows; OMP (`cj.coreset(..., method=\"omp\", num_features=J)`, first call), then "
+              f"NUTS on the coreset and full-data NUTS, each {draws['num_chains']} x ({draws['num_warmup']} + "
+              f"{draws['num_samples']}); max |z| of the posterior mean against full-data NUTS, whose own chain "
+              "against chain z was " + ", ".join(f"{_fmt(r['chain_z'], 2)} ({k})" for k, r in refs.items())
+              + ". " + provenance(data, "d50_features", with_commit)]
+    return "\n".join(lines)
+
+
 def table_candidate_rows(with_commit: bool) -> str:
     """OMP on candidate rows against every row (investigations/candidate_rows.py)."""
     data = _load("candidate_rows")
@@ -386,6 +405,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "vs_peers_poisson10": lambda with_commit: table_vs_peers(with_commit, "vs_peers_poisson10"),
     "vs_peers_d50": lambda with_commit: table_vs_peers(with_commit, "vs_peers_d50"),
     "candidate_rows": table_candidate_rows,
+    "d50_features": table_d50_features,
     "device_gpu": table_device_pipeline,
     "coreset_mcmc_scale": table_coreset_mcmc_scale,
     "coreset_mcmc_scale_h100": lambda with_commit: table_coreset_mcmc_scale(with_commit, "coreset_mcmc_scale_h100"),
