@@ -291,7 +291,7 @@ def run_child(cfg: dict, work: str, timeout: float) -> dict:
     try:
         res = common.child("import vs_peers; vs_peers.child_main()", json.dumps(cfg), env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
-        res = {"error": f"did not finish within {timeout:.0f} s"}
+        res = {"error": f"its process did not finish within {timeout:.0f} s"}
     except Exception as err:  # a crash or memory exhaustion: recorded, the grid goes on
         res = {"error": f"{type(err).__name__}: {err}"[:500]}
     wall = time.perf_counter() - t
@@ -528,7 +528,7 @@ def summary(cell: dict) -> dict:
         if not ok:
             err = rs[0].get("error", "")
             if err.startswith("TimeoutExpired"):  # files written before the message above existed
-                err = f"did not finish within {rs[0].get('wall_s', float('nan')):.0f} s"
+                err = f"its process did not finish within {rs[0].get('wall_s', float('nan')):.0f} s"
             out[c] = {"error": err}
             continue
         med = lambda xs: float(np.median(xs)) if xs else None  # noqa: E731

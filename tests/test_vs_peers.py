@@ -98,7 +98,7 @@ def test_reference_falls_back_to_nuts_with_jit_args_and_else_stays_unscored(tmp_
     rng = np.random.default_rng(2)
     run = lambda draws: {"calls": [{"seconds": 5.0, "info": {}, "log": {"compile_s": 1.0}}],  # noqa: E731
                          "import_s": 1.0, "peak_rss_mb": 1.0, "draws": draws}
-    timeout = {"error": "did not finish within 120 s", "wall_s": 120.0}
+    timeout = {"error": "its process did not finish within 120 s", "wall_s": 120.0}
     scored = {"model": "logistic10", "kind": "logistic", "D": 10, "N": 1000, "skipped": {},
               "runs": {"nuts": [timeout], "nuts_jit_args": [run(rng.standard_normal((2, 400, 3)))],
                        "ours_fixed": [run(rng.standard_normal((2, 400, 3)) + np.array([0.0, 0.0, 1.0]))]}}
@@ -111,7 +111,7 @@ def test_reference_falls_back_to_nuts_with_jit_args_and_else_stays_unscored(tmp_
     vp._score_cell(unscored, str(tmp_path), {}, 40.0, long_reference=False)  # would run hmcecs_long otherwise
     assert unscored["reference"] is None and "draws" not in unscored["runs"]["ours_fixed"][0]
     table = vp.markdown({"cells": [scored, unscored]})
-    assert "| logistic10 | 2e+03 | nuts | error | | | | | | did not finish within 120 s |" in table
+    assert "| logistic10 | 2e+03 | nuts | error | | | | | | its process did not finish within 120 s |" in table
     assert "| none |" in table and "nuts_jit_args (chain z" in table
     # a merge of runs made on one lent GPU keeps that machine's record, not the merging machine's
     env = {"backend": "gpu", "device_kind": "NVIDIA H100", "jax": "0.11.2"}
