@@ -199,7 +199,9 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
                           f"{cert.verdict!r}); it is returned. The method fit its projected features exactly, so a "
                           "larger size cannot help: raise num_features (J) towards the "
                           f"{d * (d + 3) // 2} = D (D + 3) / 2 moments that pin a posterior's mean and covariance "
-                          "in D dimensions, or use full-data MCMC", RuntimeWarning, stacklevel=3)
+                          "in D dimensions, with a size up to about that many points (at D = 50 this matched "
+                          "full-data NUTS but cost far more than it), or use full-data MCMC", RuntimeWarning,
+                          stacklevel=3)
         if cert.verdict == "good":
             cert = dataclasses.replace(cert, verdict="usable", reason=(
                 f"its KL estimate {cert.kl:.3g} + {Z:g} standard errors is above tol = {tol}, so it is not "
