@@ -648,8 +648,8 @@ def _write(result: dict, out_dir: str, stem: str, show: bool = False) -> None:
 def _plot(result: dict, out_dir: str, stem: str) -> None:
     labels = list(dict.fromkeys(c["model"] for c in result["cells"])) or ["-"]
     fig, axes = common.figure(1, len(labels), size=(5.5, 4.2))
-    colors = {"nuts": "k", "nuts_jit_args": "tab:brown", "hmcecs": "tab:orange", "sgld": "tab:green", "ours_fixed": "tab:blue",
-              "ours_auto": "tab:purple", "ours_options": "tab:cyan", "nuts_sequential": "tab:gray",
+    colors = {"nuts": "k", "nuts_jit_args": "tab:brown", "hmcecs": "tab:orange", "sgld": "tab:green",
+              "ours_fixed": "tab:blue", "ours_auto": "tab:purple", "ours_options": "tab:cyan", "nuts_sequential": "tab:gray",
               "ours_candidates": "tab:red", "ours_auto_candidates": "tab:pink"}
     for ax, label in zip(axes[0], labels):
         cells = [c for c in result["cells"] if c["model"] == label]
