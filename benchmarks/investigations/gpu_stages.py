@@ -15,7 +15,8 @@ Each stage prints its line as it ends, so a stage stopped at the time limit leav
 N = 10^4 and 10^7. Records the compiled program's instructions whose shape has N rows (with the computation
 they sit in) and the time per iteration as coreset_mcmc_scale.py measures it.
 
-JAX's compile log is kept per stage. Writes OUT/gpu_stages.json.
+JAX's compile log is kept per stage. Writes OUT/gpu_stages.json and the compiled loops' HLO text,
+OUT/loop_hlo_N.txt.gz.
 
     python benchmarks/investigations/gpu_stages.py --out OUT [--ns 500000 1000000] [--limit 240]
 """
@@ -94,10 +95,13 @@ import jax, numpy as np
 import coresets_jax as cj
 import coreset_mcmc_scale
 model = cj.models.logistic_regression()
-for n in map(int, sys.argv[1:]):
+import collections, gzip, os
+for n in map(int, sys.argv[2:]):
     data = cj.data.synthetic_binary(jax.random.key(1), n, 10).train
     f = jax.jit(cj.coreset_fn(model, "coreset_mcmc", 100, num_iters=2000, hot_start=False, num_draws=10))
     text = f.lower(jax.random.key(0), data).compile().as_text()
+    with gzip.open(os.path.join(sys.argv[1], f"loop_hlo_{n}.txt.gz"), "wt") as fh:
+        fh.write(text)
     hits, comp = [], None
     for line in text.splitlines():
         s = line.strip()
@@ -109,7 +113,8 @@ for n in map(int, sys.argv[1:]):
     row = coreset_mcmc_scale.per_iteration(model, data, 100, 500, 1500, 2)
     print("STAGE" + json.dumps({"stage": f"loop_{n}", "N": n, "hlo_lines": len(text.splitlines()),
                                 "n_sized": len(hits), "n_sized_in_loop_bodies": sum(1 for h in hits if h[0] in bodies),
-                                "examples": hits[:40], **row}), flush=True)
+                                "per_computation": collections.Counter(h[0] for h in hits).most_common(25),
+                                "in_loop_bodies": [h for h in hits if h[0] in bodies][:40], **row}), flush=True)
     del data
 """
 
@@ -149,7 +154,7 @@ def main():
     for part in a.parts:
         if part == "loop":
             print(f"== loop at N = {a.loop_ns}", flush=True)
-            result["loop"] = run(LOOP_CHILD, a.loop_ns, a.loop_limit)
+            result["loop"] = run(LOOP_CHILD, [a.out, *a.loop_ns], a.loop_limit)
         else:
             for n in a.ns:
                 print(f"== NumPyro NUTS at N = {n:,}", flush=True)
