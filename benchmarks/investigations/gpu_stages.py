@@ -15,6 +15,11 @@ Each stage prints its line as it ends, so a stage stopped at the time limit leav
 N = 10^4 and 10^7. Records the compiled program's instructions whose shape has N rows (with the computation
 they sit in) and the time per iteration as coreset_mcmc_scale.py measures it.
 
+`seeds`: NumPyro NUTS as vs_peers.py runs it (400 + 400, 2 vectorized chains), cold, one process per seed at
+the first of --ns: seconds, leapfrog steps per draw, the adapted step size and inverse mass matrix.
+`gather`: a loop of 2,000 draws of 200 random rows of an (N, 10) array (a dot and a sum each), random and
+sorted row order, at --loop-ns: what Coreset MCMC's loop reads from the data, alone.
+
 JAX's compile log is kept per stage. Writes OUT/gpu_stages.json and the compiled loops' HLO text,
 OUT/loop_hlo_N.txt.gz.
 
@@ -89,6 +94,60 @@ for stage, (w, d) in (("mcmc_short", (20, 20)), ("mcmc_full", (400, 400))):
          max_steps=int(steps.max()))
 """
 
+SEED_CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import jax, numpy as np
+import vs_peers
+from numpyro.infer import MCMC, NUTS
+scope = {}
+exec(vs_peers.MODEL_CODE, scope)
+n, seed = int(sys.argv[1]), int(sys.argv[2])
+X, y, _ = vs_peers.make_data("logistic", 10, n)
+X, y = jax.device_put(X), jax.device_put(y)
+jax.block_until_ready((X, y))
+t = time.perf_counter()
+mcmc = MCMC(NUTS(scope["logistic"]), num_warmup=400, num_samples=400, num_chains=2, chain_method="vectorized",
+            progress_bar=False)
+mcmc.run(jax.random.key(seed), X, y, extra_fields=("num_steps",))
+jax.block_until_ready(mcmc.get_samples()["theta"])
+seconds = time.perf_counter() - t
+steps = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["num_steps"])
+adapt = mcmc.last_state.adapt_state
+imm = np.asarray(adapt.inverse_mass_matrix[("theta",)] if isinstance(adapt.inverse_mass_matrix, dict)
+                 else adapt.inverse_mass_matrix)
+draws = np.asarray(mcmc.get_samples(group_by_chain=True)["theta"])
+print("STAGE" + json.dumps({"stage": f"seed_{seed}", "N": n, "seed": seed, "seconds": seconds,
+      "process_s": time.perf_counter() - t0, "mean_steps_per_chain": steps.mean(1).tolist(),
+      "max_steps": int(steps.max()), "step_size": np.asarray(adapt.step_size).tolist(),
+      "inverse_mass_diag_range_per_chain": [[float(v.min()), float(v.max())] for v in imm.reshape(2, -1)],
+      "posterior_sd_range": [float(draws.std((0, 1)).min()), float(draws.std((0, 1)).max())]}), flush=True)
+"""
+
+GATHER_CHILD = r"""
+import json, sys, time
+import jax, jax.numpy as jnp, numpy as np
+for n in map(int, sys.argv[1:]):
+    X = jax.random.normal(jax.random.key(0), (n, 10))
+    def run(key, X, sort):
+        def body(i, carry):
+            acc, k = carry
+            k, sub = jax.random.split(k)
+            idx = jax.random.randint(sub, (200,), 0, X.shape[0])
+            idx = jnp.sort(idx) if sort else idx
+            return acc + jnp.sum(jnp.tanh(X[idx] @ jnp.ones(10))), k
+        return jax.lax.fori_loop(0, 2000, body, (0.0, key))[0]
+    for sort in (False, True):
+        f = jax.jit(run, static_argnums=2)
+        jax.block_until_ready(f(jax.random.key(1), X, sort))
+        ts = []
+        for r in range(3):
+            t = time.perf_counter(); jax.block_until_ready(f(jax.random.key(r + 2), X, sort)); ts.append(time.perf_counter() - t)
+        print("STAGE" + json.dumps({"stage": f"gather_{n}_{'sorted' if sort else 'random'}", "N": n,
+              "per_iteration_ms": 1e3 * float(np.median(ts)) / 2000}), flush=True)
+    del X
+"""
+
 LOOP_CHILD = r"""
 import json, re, sys, time
 import jax, numpy as np
@@ -146,13 +205,20 @@ def main():
     p.add_argument("--limit", type=float, default=240.0)
     p.add_argument("--loop-ns", nargs="+", type=int, default=[10_000, 10_000_000])
     p.add_argument("--loop-limit", type=float, default=150.0)
-    p.add_argument("--parts", nargs="+", default=["loop", "nuts"])
+    p.add_argument("--parts", nargs="+", default=["loop", "nuts"], help="loop, nuts, seeds, gather")
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 2, 3])
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     path = os.path.join(a.out, "gpu_stages.json")
     result = {"argv": sys.argv[1:], "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     for part in a.parts:
-        if part == "loop":
+        if part == "seeds":
+            for seed in a.seeds:
+                print(f"== NumPyro NUTS at N = {a.ns[0]:,}, seed {seed}, cold", flush=True)
+                result[f"seed_{seed}"] = run(SEED_CHILD, [a.ns[0], seed], a.limit)
+        elif part == "gather":
+            result["gather"] = run(GATHER_CHILD, a.loop_ns, a.loop_limit)
+        elif part == "loop":
             print(f"== loop at N = {a.loop_ns}", flush=True)
             result["loop"] = run(LOOP_CHILD, [a.out, *a.loop_ns], a.loop_limit)
         else:
