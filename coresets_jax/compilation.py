@@ -30,6 +30,18 @@ coreset's rows before sampling). LLVM's optimisation passes are most of a small 
 CPU: without them `normal` + `randint` compile in about half the time (0.57 s against 1.1 s) and still run
 in microseconds. Programs whose run time matters keep XLA's defaults (LLVM -O1 made Coreset MCMC 4x slower).
 
+**Full float32 dot products on every backend.** JAX computes float32 matrix products on recent NVIDIA GPUs
+(A100, H100, H200) in TensorFloat-32 by default, with each operand rounded to 10 mantissa bits, and on TPUs
+in bfloat16 (docs.jax.dev, "Matmul precision"). A model's `X @ theta` then sees theta on a grid of relative
+spacing about 1e-3 whatever N, while the posterior sd shrinks as N^-1/2: at N = 10^6 rows of a logistic
+regression (D = 10) the grid is a sizeable fraction of the posterior sd, and the log density moves by tenths
+of a nat between nearby draws (benchmarks/investigations/tf32_emulation.py). Every public function that
+evaluates a model or solves on vectors therefore runs, and is traced, under
+`jax.default_matmul_precision(MATMUL_PRECISION)` ("float32": full float32 products), through
+`full_precision`; the functions that `*_fn` factories return carry it too, so a user's own `jit` of them
+gets the same programs. On a CPU, float32 products are full float32 anyway: nothing changes there. Set
+`MATMUL_PRECISION = None` to leave JAX's default (and any precision the caller set) in force.
+
 `LOOP_COMPILE`: XLA options for the loop programs (the sampler of `cj.sample`, the posterior-driven cores),
 empty: XLA's defaults. Level 1 instead of 2 was measured in fresh processes on the N = 569 problem of
 cold_start.py and on N = 10^5 full-data sampling (benchmarks/investigations/compile_level.py,
@@ -49,15 +61,41 @@ from typing import Any, Callable, Optional
 import jax
 from jax.experimental.compilation_cache import compilation_cache as _jax_cache
 
-__all__ = ["ENV_NO_CACHE", "FAST_COMPILE", "LOOP_COMPILE", "MIN_COMPILE_TIME", "compilation_cache",
-           "default_cache_dir", "fast_jit", "loop_jit_options"]
+__all__ = ["ENV_NO_CACHE", "FAST_COMPILE", "LOOP_COMPILE", "MATMUL_PRECISION", "MIN_COMPILE_TIME",
+           "compilation_cache", "default_cache_dir", "fast_jit", "full_precision", "full_precision_factory",
+           "loop_jit_options"]
 
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 LOOP_COMPILE: dict = {}
 ENV_NO_CACHE = "CORESETS_JAX_NO_CACHE"
+MATMUL_PRECISION: Optional[str] = "float32"  # jax_default_matmul_precision inside the package (docstring)
 MIN_COMPILE_TIME = 0.0  # seconds; every program we compile is worth keeping (a cache read is milliseconds)
 _JAX_DEFAULT_MIN_COMPILE_TIME = 1.0
 _UNSET = object()
+
+
+def full_precision(fun: Callable) -> Callable:
+    """`fun` called, and so traced, under `jax.default_matmul_precision(MATMUL_PRECISION)` (module docstring).
+    JAX reads the setting when it traces a product and keys its compiled programs by it."""
+
+    @functools.wraps(fun)
+    def call(*args, **kwargs):
+        if MATMUL_PRECISION is None:
+            return fun(*args, **kwargs)
+        with jax.default_matmul_precision(MATMUL_PRECISION):
+            return fun(*args, **kwargs)
+
+    return call
+
+
+def full_precision_factory(factory: Callable) -> Callable:
+    """A `*_fn` factory whose returned function runs under `full_precision` wherever it is called or traced."""
+
+    @functools.wraps(factory)
+    def make(*args, **kwargs):
+        return full_precision(factory(*args, **kwargs))
+
+    return make
 
 
 def loop_jit_options() -> dict:

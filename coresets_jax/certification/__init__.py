@@ -30,6 +30,7 @@ from ..core.chunks import is_sliceable
 from ..interop.io import digest
 from .passes import PRECISIONS, log_ratio
 from .stream import live_rows, streamed_log_ratio
+from ..compilation import full_precision
 
 __all__ = ["Certificate", "certify", "log_ratio", "warn_if_unreliable"]
 
@@ -86,6 +87,7 @@ def _streamed(data: Any, chunk_size: Optional[int]) -> bool:
     return chunk_size is not None and not all(isinstance(x, jax.Array) for x in leaves)
 
 
+@full_precision
 def certify(model: Model, data: Any, coreset: Any, draws: Any = None, *, chunk_size: Optional[int] = None,
             precision: str = "float64", probs: tuple = (0.05, 0.5, 0.95)) -> Certificate:
     """Certify a coreset with one pass over the data at draws from its posterior (module docstring).

@@ -24,10 +24,12 @@ from .posterior import compiled_coreset_fn, default_start, resolve_pi_hat, start
 from . import auto_size as _auto_size
 from .memory import check_fits
 from .vectors import build, build_checked, check_finite_result, key_data, key_for, on_full_rows
+from ..compilation import full_precision
 
 __all__ = ["coreset"]
 
 
+@full_precision
 def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = None,
             key: Optional[jax.Array] = None, *, norm: str = "fisher", num_features: int = 500,
             pi_hat: Any = None, dtype=None, init: Any = None, return_vectors: bool = False,

@@ -20,6 +20,7 @@ from ..core import compiled as _compiled_fns
 from ..core.rows import unit_weights
 from ..registry import Construction, Start, resolve
 from .vectors import as_key, finish
+from ..compilation import full_precision_factory
 
 __all__ = ["compiled_coreset_fn", "coreset_fn", "default_start", "resolve_pi_hat", "start_from"]
 
@@ -36,6 +37,7 @@ def default_start(model: Model, data: Any, init: Any = None) -> Start:
     return Start(theta, jnp.eye(theta.shape[0], dtype=theta.dtype))
 
 
+@full_precision_factory
 def coreset_fn(model: Model, method: Any, size: int, **options):
     """The pure core of a posterior-driven method:
     `(key, data, start=None, data_weights=None, initial=None) -> Coreset`.

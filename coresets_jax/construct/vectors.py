@@ -22,6 +22,7 @@ from ..registry import Construction, resolve
 from ..solvers.base import make_problem, run
 from ..solvers.ops import refit_support
 from ..core import compiled as _compiled_fns
+from ..compilation import full_precision, full_precision_factory
 
 __all__ = ["as_key", "build", "build_checked", "build_fn", "check_finite_result", "finish", "key_data", "key_for",
            "on_full_rows", "relative_error", "rescaled"]
@@ -45,6 +46,7 @@ def finish(indices, weights, info, method: str) -> Coreset:
     return Coreset(indices.astype(jnp.int32), weights, info, method)
 
 
+@full_precision_factory
 def build_fn(method: Any, size: int, *, refit: bool = False, **options):
     """The pure core of `build`: `(V, key) -> Coreset` for a vector method (jittable, vmappable).
 
@@ -140,6 +142,7 @@ def key_data(key: jax.Array) -> list:
     return np.asarray(jax.random.key_data(key)).ravel().tolist()
 
 
+@full_precision
 def build(V: Any, size: int, method: Any = "frank_wolfe", key: Optional[jax.Array] = None, *,
           compress: Any = "auto", compress_tol: float = 3e-3, **options) -> Coreset:
     """Build a coreset from projected vectors V (N, J) with the named solver: validate, core, check.
@@ -301,6 +304,7 @@ def _check_error_inputs(V: Any, weights: Any) -> None:
         raise ValueError("weights: must be non-negative")
 
 
+@full_precision
 def relative_error(V: jax.Array, weights: Any, squared: bool = False) -> jax.Array:
     """||sum_n v_n - V^T w|| / ||sum_n v_n|| (squared if asked); `weights` is a Coreset or a dense (N,).
 

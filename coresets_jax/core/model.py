@@ -18,6 +18,7 @@ from typing import Any, Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
+from ..compilation import full_precision
 
 __all__ = ["Model", "WeightedLogDensity", "initial_theta", "log_joint", "log_likelihoods", "weighted_log_density",
            "weighted_sum"]
@@ -60,6 +61,7 @@ class Model(NamedTuple):
     data_spec: Optional[Any] = None
 
 
+@full_precision
 def log_likelihoods(model: Model, theta: Array, data: Any) -> Array:
     """The vector (L_n(theta))_{n=1}^N."""
     return jax.vmap(model.log_likelihood, in_axes=(None, 0))(theta, data)
@@ -81,6 +83,7 @@ class WeightedLogDensity:
     def __init__(self, model: Model, rows: Any, weights: Optional[Array] = None):
         self.model, self.rows, self.weights = model, rows, weights
 
+    @full_precision
     def __call__(self, theta: Array) -> Array:
         lls = log_likelihoods(self.model, theta, self.rows)
         total = jnp.sum(lls) if self.weights is None else weighted_sum(self.weights, lls)
@@ -100,6 +103,7 @@ def weighted_log_density(model: Model, rows: Any, weights: Optional[Array] = Non
     return WeightedLogDensity(model, rows, weights)
 
 
+@full_precision
 def log_joint(model: Model, theta: Array, data: Any, weights: Optional[Array] = None) -> Array:
     """sum_n w_n L_n(theta) + log pi_0(theta); w = 1 when `weights` is None."""
     return weighted_log_density(model, data, weights)(theta)

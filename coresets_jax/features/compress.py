@@ -38,6 +38,7 @@ from ..core import compiled
 from ..core.rows import inverse_cdf, take_rows
 from ..core.validate import check_float
 from ..core.mesh import input_mesh
+from ..compilation import full_precision
 
 __all__ = ["AUTO_METHODS", "Compressed", "auto_compress", "compress"]
 
@@ -117,6 +118,7 @@ def _choose_rank(lam: np.ndarray, tol: float, multiple: int, max_rank: int) -> i
     return max(1, min(r, max_rank, lam.shape[0]))
 
 
+@full_precision
 def compress(V: Array, tol: float = 3e-3, *, max_rank: Optional[int] = None, multiple: int = 16,
              num_samples: Optional[int] = None, key: Optional[Array] = None) -> Optional[Compressed]:
     """Factor V ~= A B^T with ||V - A B^T||_F <= tol ||V||_F (see the module docstring).

@@ -29,6 +29,7 @@ from ..core import compiled
 from ..core import take_data
 from ..solvers.base import column_sum
 from ..solvers.least_squares import two_sum
+from ..compilation import full_precision, full_precision_factory
 
 __all__ = ["NORMS", "SUM_CHUNK", "auto_num_features", "candidate_features", "feature_sum_fn", "features",
            "leverage_scores", "matrix_stats", "project", "project_fn"]
@@ -128,6 +129,7 @@ def default_chunk(num_features: int, dim: int) -> int:
     return int(max(64, min(16384, (16 << 20) // max(1, num_features * max(dim, 1)))))
 
 
+@full_precision
 def project(model: Model, data: Any, thetas: Array, norm: str = "fisher", key: Optional[Array] = None, *,
             dtype=None, chunk_size: Optional[int] = None) -> Array:
     """Project the log-likelihoods onto J = len(thetas) random features (HC Algorithm 3).
@@ -367,6 +369,7 @@ def _leverage(model: Model, data: Any, thetas: Array, chunk: int) -> Array:
     return jax.lax.map(scores, jnp.arange(chunks)).reshape(-1)[:n]
 
 
+@full_precision_factory
 def project_fn(model: Model, norm: str = "fisher", *, dtype=None, chunk_size: Optional[int] = None):
     """The pure core of `project`: `(key, data, thetas) -> V` (jittable, vmappable over keys or datasets).
 

@@ -29,6 +29,7 @@ from . import kernels as _kernels
 from .kernels import Tuning
 from .warmup import adapter_for as warmup_adapter_for
 from .warmup import warmup
+from ..compilation import full_precision_factory
 
 __all__ = ["PROGRESS_MIN_WORK", "SamplerStats", "init_chains", "run_chain", "sample_fn", "step_chains"]
 
@@ -215,6 +216,7 @@ def _one_scan_chain(method: str, logdensity_fn: Callable, settings: dict, num_sa
     return chain
 
 
+@full_precision_factory
 def sample_fn(model: Model, method: str = "nuts", *, num_samples: int, num_warmup: int, num_chains: int = 1,
               thin: int = 1, show_progress: bool = False, **settings) -> Callable:
     """The jittable sampler of pi_w for fixed static settings (the pure core of `cj.sample`).

@@ -29,6 +29,7 @@ from . import kernels as _kernels
 from .driver import sample_fn
 from .posterior import Posterior, check_diagnostics, diagnostics
 from ..core import compiled as _compiled_fns
+from ..compilation import full_precision
 
 __all__ = ["METHODS", "sample", "trace_count"]
 
@@ -198,6 +199,7 @@ def _run_chains(model, rows, w, key, method, num_samples, num_warmup, num_chains
     return samples, stats, wall_time, init_time, compiled
 
 
+@full_precision
 def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str = "nuts",
            num_samples: int = 1000, num_warmup: int = 1000, num_chains: int = 2, thin: int = 1,
            init: Optional[Array] = None, warn: bool = True, certify: bool = False, **settings) -> Posterior:

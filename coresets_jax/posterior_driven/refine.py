@@ -40,6 +40,7 @@ from . import budget as _budget
 from .coreset_mcmc import REFINE_OPTIONS as _CMC
 from .quasi_newton import REFINE_OPTIONS as _QN
 from .support import compact_start, pad_result
+from ..compilation import full_precision
 
 __all__ = ["BUDGET_FACTOR", "MIN_BUDGET_S", "REFINE_OPTIONS", "refine"]
 
@@ -61,6 +62,7 @@ def _start_of(model: Model, data: Any, initial: tuple, init: Any) -> Start:
     return Start(fit.mean, fit.cov) if ok else base
 
 
+@full_precision
 def refine(model: Model, data: Any, coreset: Coreset, key: jax.Array, method: Any = "coreset_mcmc", *,
            time_budget: Optional[float] = None, init: Any = None, z: float = Z, **options) -> Coreset:
     """Refine `coreset`'s weights against the full data's KL; return the better of start and result.

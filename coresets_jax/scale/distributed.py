@@ -30,6 +30,7 @@ from ..core import Coreset, Model
 from ..core import validate as _validate
 from ..registry import Construction, resolve
 from ..core import compiled as _compiled_fns
+from ..compilation import full_precision
 
 __all__ = ["merged_coreset"]
 
@@ -120,6 +121,7 @@ def _default_shards(num_shards: Optional[int], x: Any, name: str) -> int:
     return int(mesh.devices.size)
 
 
+@full_precision
 def merged_coreset(V: Any, size: int, num_shards: Optional[int] = None, method: Any = "frank_wolfe",
                    key: Optional[jax.Array] = None, *, model: Optional[Model] = None, data: Any = None,
                    pi_hat: Any = None, **options) -> Coreset:

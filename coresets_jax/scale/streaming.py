@@ -42,6 +42,7 @@ from ..core import Coreset
 from ..registry import resolve
 from ..core.chunks import is_sliceable, iter_chunks
 from .stream_checkpoint import Checkpoint, Node, load_checkpoint, run_fingerprint, save_checkpoint
+from ..compilation import full_precision
 
 __all__ = ["stream_coreset", "iter_chunks"]
 
@@ -102,6 +103,7 @@ def _reduce(node: Node, size: int, method: _Method, key: Array) -> Node:
     return _take(node, cs.indices, node.weights[cs.indices] * cs.weights.astype(node.weights.dtype))
 
 
+@full_precision
 def stream_coreset(model: Model, chunks: Any, size: int, thetas: Array, key: Array, *, norm: str = "fisher",
                    method: Any = "frank_wolfe", chunk_size: Optional[int] = None, dtype=None,
                    checkpoint: Optional[str] = None, checkpoint_every: int = 1, tol: Optional[float] = None,

@@ -37,6 +37,7 @@ from ..core import compiled
 from ..models.glm import logistic_regression as _logistic_regression
 from .clustering import KMeans, default_subsample, kmeans, kmeans_fn
 from .sampling import sensitivity_sample, sensitivity_sample_core
+from ..compilation import full_precision
 
 __all__ = ["logistic_sensitivity", "sensitivity_coreset", "sensitivity_construction"]
 
@@ -131,6 +132,7 @@ def _size_from_tolerance(mbar: float, dim: int, epsilon, delta, c: float) -> int
     return max(1, math.ceil(m))
 
 
+@full_precision
 def sensitivity_coreset(data: Any, size: Optional[int] = None, key: Optional[Array] = None, k: int = 6,
                         a: float = 3.0, epsilon: Optional[float] = None, delta: Optional[float] = None, *,
                         radius: Optional[float] = None, centers: str = "original", c: float = 1.0,

@@ -17,6 +17,7 @@ from ..core import Coreset
 from .base import make_problem
 from .ops import refit_support
 from ..core import compiled as _compiled_fns
+from ..compilation import full_precision
 
 __all__ = ["refit", "refit_arrays"]
 
@@ -38,6 +39,7 @@ def refit_arrays(V: jax.Array, indices: jax.Array, weights: jax.Array, max_iter:
     return w, {"refit_iterations": iterations, "refit_kkt": kkt}
 
 
+@full_precision
 def refit(V: Any, coreset: Coreset, *, max_iter: int = 1000, tol: float = 1e-6) -> Coreset:
     """Re-solve the weights of `coreset` on its own support (rows with weight > 0) by NNLS on V.
 

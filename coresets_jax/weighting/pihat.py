@@ -20,6 +20,7 @@ from ..core import Model, initial_theta
 from ..core import checks as _checks
 from ..core import compiled
 from . import laplace_mode as _mode
+from ..compilation import full_precision, full_precision_factory
 
 __all__ = ["GaussianApproximation", "PriorSamples", "Samples", "laplace", "laplace_fn", "prior", "samples"]
 
@@ -90,6 +91,7 @@ def prior(model: Model, data: Any) -> PriorSamples:
     return PriorSamples(model, data)
 
 
+@full_precision_factory
 def laplace_fn(model: Model, *, method: str = "newton", scale: float = 1.0, max_iter: int = 50,
                tol: float = 1e-6, learning_rate: Optional[float] = None):
     """The pure core of `laplace`: `(data, init, weights=None) -> GaussianApproximation` (jit/vmap-able).
@@ -133,6 +135,7 @@ def _compiled(model: Model, method: str, scale: float, max_iter: int, tol: float
                               learning_rate=learning_rate))
 
 
+@full_precision
 def laplace(model: Model, data: Any, key: Optional[Array] = None, *, init: Optional[Array] = None,
             method: str = "newton", subsample: Optional[int] = None, max_iter: int = 50,
             tol: float = 1e-6, learning_rate: Optional[float] = None,
