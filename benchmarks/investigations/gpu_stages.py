@@ -15,6 +15,9 @@ Each stage prints its line as it ends, so a stage stopped at the time limit leav
 N = 10^4 and 10^7. Records the compiled program's instructions whose shape has N rows (with the computation
 they sit in) and the time per iteration as coreset_mcmc_scale.py measures it.
 
+`--matmul-precision float32` runs the NumPyro parts with JAX_DEFAULT_MATMUL_PRECISION set: full float32
+products instead of JAX's GPU default, TensorFloat-32 (investigations/tf32_emulation.py), the test of
+whether TF32 is what makes NUTS's trees reach their maximum depth at large N.
 `seeds`: NumPyro NUTS as vs_peers.py runs it (400 + 400, 2 vectorized chains), cold, one process per seed at
 the first of --ns: seconds, leapfrog steps per draw, the adapted step size and inverse mass matrix.
 `gather`: a loop of 2,000 draws of 200 random rows of an (N, 10) array (a dot and a sum each), random and
@@ -23,12 +26,11 @@ sorted row order, at --loop-ns: what Coreset MCMC's loop reads from the data, al
 JAX's compile log is kept per stage. Writes OUT/gpu_stages.json and the compiled loops' HLO text,
 OUT/loop_hlo_N.txt.gz.
 
-    python benchmarks/investigations/gpu_stages.py --out OUT [--ns 500000 1000000] [--limit 240]
+    python benchmarks/investigations/gpu_stages.py --out OUT [--parts loop nuts seeds gather] [--ns 500000 1000000]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -37,6 +39,8 @@ import time
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks/
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
+
+import common  # noqa: E402
 
 NUTS_CHILD = r"""
 import json, sys, time
@@ -159,8 +163,9 @@ for n in map(int, sys.argv[2:]):
     data = cj.data.synthetic_binary(jax.random.key(1), n, 10).train
     f = jax.jit(cj.coreset_fn(model, "coreset_mcmc", 100, num_iters=2000, hot_start=False, num_draws=10))
     text = f.lower(jax.random.key(0), data).compile().as_text()
-    with gzip.open(os.path.join(sys.argv[1], f"loop_hlo_{n}.txt.gz"), "wt") as fh:
-        fh.write(text)
+    if sys.argv[1] != "-":  # not in a quick run
+        with gzip.open(os.path.join(sys.argv[1], f"loop_hlo_{n}.txt.gz"), "wt") as fh:
+            fh.write(text)
     hits, comp = [], None
     for line in text.splitlines():
         s = line.strip()
@@ -178,10 +183,12 @@ for n in map(int, sys.argv[2:]):
 """
 
 
-def run(code, args, timeout):
+def run(code, args, timeout, matmul_precision=None):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), HERE, os.environ.get("PYTHONPATH", "")]),
                CORESETS_JAX_PROGRESS="0", CORESETS_JAX_NO_CACHE="1", PYTHONUNBUFFERED="1")
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    if matmul_precision:  # JAX's default for float32 products (TF32 on recent NVIDIA GPUs when unset)
+        env["JAX_DEFAULT_MATMUL_PRECISION"] = matmul_precision
     proc = subprocess.Popen([sys.executable, "-c", code, *map(str, args)], stdout=subprocess.PIPE, text=True,
                             env=env, cwd=os.path.dirname(HERE))
     t = time.perf_counter()
@@ -198,36 +205,40 @@ def run(code, args, timeout):
     return {"status": status, "wall_s": time.perf_counter() - t, "stages": stages}
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", required=True)
-    p.add_argument("--ns", nargs="+", type=int, default=[500_000, 1_000_000])
-    p.add_argument("--limit", type=float, default=240.0)
-    p.add_argument("--loop-ns", nargs="+", type=int, default=[10_000, 10_000_000])
-    p.add_argument("--loop-limit", type=float, default=150.0)
-    p.add_argument("--parts", nargs="+", default=["loop", "nuts"], help="loop, nuts, seeds, gather")
-    p.add_argument("--seeds", nargs="+", type=int, default=[0, 2, 3])
-    a = p.parse_args()
+def main(argv=None, *, quick=None, out_dir=None):
+    def extra(p):
+        p.add_argument("--ns", nargs="+", type=int, default=[500_000, 1_000_000])
+        p.add_argument("--limit", type=float, default=240.0, help="seconds for each NUTS process")
+        p.add_argument("--loop-ns", nargs="+", type=int, default=[10_000, 10_000_000])
+        p.add_argument("--loop-limit", type=float, default=150.0)
+        p.add_argument("--parts", nargs="+", default=["loop", "nuts"], help="loop, nuts, seeds, gather")
+        p.add_argument("--seeds", nargs="+", type=int, default=[0, 2, 3])
+        p.add_argument("--matmul-precision", default=None,
+                       help="JAX_DEFAULT_MATMUL_PRECISION for the NumPyro runs, e.g. float32 (unset: JAX's default)")
+
+    a = common.resolve(argv, quick, out_dir, __doc__, extra)
+    if a.quick:  # a smoke run of every part at small N
+        a.ns, a.loop_ns, a.seeds, a.parts = [5_000], [1_000, 5_000], [0], ["loop", "gather", "nuts", "seeds"]
     os.makedirs(a.out, exist_ok=True)
-    path = os.path.join(a.out, "gpu_stages.json")
-    result = {"argv": sys.argv[1:], "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    stem = common.stem("gpu_stages", a.quick)
+    result = {"environment": common.environment(), "argv": sys.argv[1:], "matmul_precision": a.matmul_precision}
     for part in a.parts:
         if part == "seeds":
             for seed in a.seeds:
                 print(f"== NumPyro NUTS at N = {a.ns[0]:,}, seed {seed}, cold", flush=True)
-                result[f"seed_{seed}"] = run(SEED_CHILD, [a.ns[0], seed], a.limit)
+                result[f"seed_{seed}"] = run(SEED_CHILD, [a.ns[0], seed], a.limit, a.matmul_precision)
         elif part == "gather":
             result["gather"] = run(GATHER_CHILD, a.loop_ns, a.loop_limit)
         elif part == "loop":
             print(f"== loop at N = {a.loop_ns}", flush=True)
-            result["loop"] = run(LOOP_CHILD, [a.out, *a.loop_ns], a.loop_limit)
+            result["loop"] = run(LOOP_CHILD, ["-" if a.quick else a.out, *a.loop_ns], a.loop_limit)
         else:
             for n in a.ns:
                 print(f"== NumPyro NUTS at N = {n:,}", flush=True)
-                result[f"nuts_{n}"] = run(NUTS_CHILD, [n], a.limit)
-        with open(path, "w") as f:  # after every part: a call stopped later keeps what was measured
-            json.dump(result, f, indent=1)
-    print("wrote", path)
+                result[f"nuts_{n}"] = run(NUTS_CHILD, [n], a.limit, a.matmul_precision)
+        common.write_json(result, a.out, stem)  # after every part: a call stopped later keeps what was measured
+    print("wrote", os.path.join(a.out, stem + ".json"))
+    return result
 
 
 if __name__ == "__main__":
