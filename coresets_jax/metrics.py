@@ -23,6 +23,7 @@ from .core import checks as _checks
 from .core import validate as _validate
 from .core.model import log_likelihoods
 from .core import compiled
+from .compilation import full_precision
 
 __all__ = [
     "gaussian_kl",
@@ -66,6 +67,7 @@ def _check_gaussian(mean, cov, mean_name: str, cov_name: str):
     return mean, cov
 
 
+@full_precision
 def gaussian_kl(mean_p, cov_p, mean_q, cov_q) -> jax.Array:
     """KL(p || q) between N(mean_p, cov_p) and N(mean_q, cov_q) (HC Eq. 6.6 with p = pi, q = pi_tilde).
 
@@ -100,11 +102,13 @@ def _gaussian_kl(mean_p, cov_p, mean_q, cov_q) -> jax.Array:
     return 0.5 * (trace + maha - d + logdet_q - logdet_p)
 
 
+@full_precision
 def gaussian_kls(mean_p, cov_p, mean_q, cov_q) -> tuple[jax.Array, jax.Array]:
     """(KL(p || q), KL(q || p)): HC Eq. 6.6 in both directions."""
     return gaussian_kl(mean_p, cov_p, mean_q, cov_q), gaussian_kl(mean_q, cov_q, mean_p, cov_p)
 
 
+@full_precision
 def laplace_kl(model, data: Any, weights: Any, *, full=None, key: Optional[jax.Array] = None) -> dict:
     """Forward and reverse KL between the full-data and coreset posteriors, each replaced by its Laplace
     approximation (IHT appendix D, following Campbell & Beronov 2019).
@@ -199,6 +203,7 @@ def _mean_kernel(x, y, degree: int, offset, block: int = 1024):
     return jnp.sum(jax.lax.map(one, (xp, mask))) / (n * y.shape[0])
 
 
+@full_precision
 def mmd(samples_a, samples_b, *, degree: int = 3, offset: float = 1.0) -> float:
     """MMD with the polynomial kernel k(x, y) = (x^T y + offset)^degree (LR §4 uses degree 3).
 
@@ -217,6 +222,7 @@ def mmd(samples_a, samples_b, *, degree: int = 3, offset: float = 1.0) -> float:
     return float(np.sqrt(max(value, 0.0)))
 
 
+@full_precision
 def test_log_likelihood(model, test_data: Any, samples) -> jax.Array:
     """Mean over held-out rows x of log (1/S) sum_s p(x | theta_s) (log-sum-exp over the S samples).
 

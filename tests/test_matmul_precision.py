@@ -92,3 +92,14 @@ def test_the_switch_leaves_jax_default_in_force(monkeypatch):
 def test_factories_keep_their_names_and_documentation(factory):
     fn = getattr(cj, factory)
     assert fn.__name__ == factory and fn.__doc__ and "full_precision" not in fn.__doc__
+
+
+def test_metrics_multiply_in_full_float32():
+    mean, cov = jnp.zeros(3), jnp.eye(3) * 2.0
+    with jax.default_matmul_precision("bfloat16"):
+        precisions = _dot_precisions(jax.jit(cj.metrics.gaussian_kl).lower(mean, cov, mean + 1.0, cov).as_text())
+        seen: list = []
+        X, y = _data(50)
+        cj.metrics.test_log_likelihood(_recording_model(seen), (X, y), jnp.zeros((4, 3)))
+    assert precisions and all(p == ("HIGHEST", "HIGHEST") for p in precisions), set(precisions)
+    assert seen and set(seen) == {"float32"}
