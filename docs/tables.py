@@ -391,6 +391,65 @@ def table_candidate_rows(with_commit: bool) -> str:
         "posterior mean against the every-row coreset's draws of the same trial. ", with_commit)
 
 
+def table_gpu_nuts(with_commit: bool) -> str:
+    """NumPyro NUTS on all rows, stage by stage, on a GPU (investigations/gpu_stages.py)."""
+    h100, h200 = _load("gpu_stages_h100"), _load("gpu_stages_h200")
+    lines = ["| card | N | seed | stage | seconds | compile s | leapfrog steps per draw (mean, max) |",
+             "|---|---|---|---|---|---|---|"]
+    for key in sorted((k for k in h100 if k.startswith("nuts_")), key=lambda k: -int(k[5:])):
+        for st in h100[key]["stages"]:
+            if st["stage"] == "data":
+                continue
+            seconds = st.get("seconds", st.get("compile_s", 0) + st.get("first_s", 0))
+            steps = f"{_fmt(st['mean_steps'])}, {st['max_steps']:,}" if "mean_steps" in st else "–"
+            seed = "1" if st["stage"].startswith("mcmc") else "–"
+            lines.append(f"| H100 | {int(key[5:]):,} | {seed} | `{st['stage']}` | {_fmt(seconds)} | "
+                         f"{_fmt(st['log']['compile_s'])} | {steps} |")
+    for key in sorted(k for k in h200 if k.startswith("seed_")):
+        run = h200[key]
+        done = run["stages"][0] if run["stages"] else None
+        lines.append(f"| H200 | {int(h200['argv'][h200['argv'].index('--ns') + 1]):,} | {key[5:]} | cold "
+                     f"`mcmc_full` | {_fmt(done['seconds']) if done else run['status']} | – | "
+                     f"{_fmt(sum(done['mean_steps_per_chain']) / 2) + ', ' + str(done['max_steps']) if done else '–'} |")
+    return "\n".join(lines + ["", "2 chains, vectorized, 400 + 400 for `mcmc_full` and 20 + 20 for `mcmc_short`; "
+                              "the H100 stages ran in one process per N in this order (so `mcmc_full` reuses "
+                              "nothing but what `mcmc_short` compiled), the H200 runs one fresh process per seed. "
+                              + provenance(h100, "gpu_stages_h100", with_commit) + " "
+                              + provenance(h200, "gpu_stages_h200", with_commit)])
+
+
+def table_gpu_loop(with_commit: bool) -> str:
+    """Coreset MCMC's compiled loop and a random-row gather loop alone, at two N on a GPU."""
+    h100, h200 = _load("gpu_stages_h100"), _load("gpu_stages_h200")
+    lines = ["| card | program | N | ms per iteration | N-row instructions in the compiled program (in loop bodies) |",
+             "|---|---|---|---|---|"]
+    for st in h100["loop"]["stages"]:
+        lines.append(f"| H100 | Coreset MCMC as published, M = 100 | {st['N']:,} | {_fmt(st['per_iteration_ms'])} | "
+                     f"{st['n_sized']} ({st['n_sized_in_loop_bodies']}) |")
+    for st in h200["gather"]["stages"]:
+        order = st["stage"].rsplit("_", 1)[1]
+        lines.append(f"| H200 | 200 {order} rows gathered, a dot and a sum | {st['N']:,} | "
+                     f"{_fmt(st['per_iteration_ms'])} | – |")
+    return "\n".join(lines + ["", "Coreset MCMC: the difference of two warm calls with T = 500 and 1,500 iterations "
+                              "over T2 - T1 (medians of 2); the gather loop: 2,000 iterations in one compiled "
+                              "`fori_loop`, median of 3 calls. " + provenance(h100, "gpu_stages_h100", with_commit)
+                              + " " + provenance(h200, "gpu_stages_h200", with_commit)])
+
+
+def table_tf32_emulation(with_commit: bool) -> str:
+    """TF32 rounding of X and theta, emulated in NumPy (investigations/tf32_emulation.py)."""
+    data = _load("tf32_emulation")
+    lines = ["| N | posterior sd (median) | TF32 grid / sd, median (max) | log-density error sd, nats | "
+             "error range, nats | acceptance cap |", "|---|---|---|---|---|---|"]
+    for r in data["rows"]:
+        lines.append(f"| {r['N']:,} | {_fmt(r['posterior_sd_median'])} | {_fmt(r['grid_over_sd_median'], 2)} "
+                     f"({_fmt(r['grid_over_sd_max'], 2)}) | {_fmt(r['error_spread_nats'], 2)} | "
+                     f"{_fmt(r['error_range_nats'], 2)} | {_fmt(r['acceptance_cap'], 2)} |")
+    return "\n".join(lines + ["", f"vs_peers.py's logistic regression, D = 10; {data['draws']} Laplace draws; "
+                              "everything in float64 except X and theta rounded to TF32's 10 mantissa bits. "
+                              + provenance(data, "tf32_emulation", with_commit)])
+
+
 TABLES: dict[str, Callable[[bool], str]] = {
     "cold_start": table_cold_start,
     "certify": table_certify,
@@ -416,6 +475,9 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "greedy_path": table_greedy_path,
     "cold_path_quality": table_cold_path_quality,
     "float32_chains": table_float32_chains,
+    "gpu_nuts": table_gpu_nuts,
+    "gpu_loop": table_gpu_loop,
+    "tf32_emulation": table_tf32_emulation,
 }
 
 
