@@ -126,12 +126,18 @@ def make_data(kind: str, d: int, n: int, seed: int = 0):
 # The child: one contender in a fresh process.
 
 
-def _numpyro_mcmc(fn, X, y, key, kernel, warmup, draws, chain_method, jit_model_args=False, **run_kwargs):
+def _numpyro_mcmc(fn, X, y, key, kernel, warmup, draws, chain_method, jit_model_args=False, info=None,
+                  **run_kwargs):
+    """Draws (chains, S, D). With `info` (NUTS kernels): info gains the leapfrog steps per kept draw, mean
+    and max, which show a run whose trees reached their maximum depth (1,023 steps)."""
     from numpyro.infer import MCMC
 
     mcmc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=CHAINS, chain_method=chain_method,
                 progress_bar=False, jit_model_args=jit_model_args)
-    mcmc.run(key, X, y, **run_kwargs)
+    mcmc.run(key, X, y, extra_fields=("num_steps",) if info is not None else (), **run_kwargs)
+    if info is not None:
+        steps = np.asarray(mcmc.get_extra_fields()["num_steps"])
+        info.update(mean_leapfrog_steps=float(steps.mean()), max_leapfrog_steps=int(steps.max()))
     return np.asarray(mcmc.get_samples(group_by_chain=True)["theta"])
 
 
@@ -166,12 +172,13 @@ def run_contender(name: str, fn, X, y, key, cfg: dict):
     info = {}
     t0 = time.perf_counter()
     if name == "nuts":
-        out = _numpyro_mcmc(fn, X, y, key, NUTS(fn), warmup, draws, cfg.get("chain_method", CHAIN_METHOD))
+        out = _numpyro_mcmc(fn, X, y, key, NUTS(fn), warmup, draws, cfg.get("chain_method", CHAIN_METHOD),
+                            info=info)
     elif name == "nuts_jit_args":  # the data as arguments of the compiled programs, not constants in them
         out = _numpyro_mcmc(fn, X, y, key, NUTS(fn), warmup, draws, cfg.get("chain_method", CHAIN_METHOD),
-                            jit_model_args=True)
+                            jit_model_args=True, info=info)
     elif name == "nuts_sequential":
-        out = _numpyro_mcmc(fn, X, y, key, NUTS(fn), warmup, draws, "sequential")
+        out = _numpyro_mcmc(fn, X, y, key, NUTS(fn), warmup, draws, "sequential", info=info)
     elif name == "hmcecs":
         out, extra = _hmcecs(fn, X, y, key, warmup, draws, cfg["hmcecs"])
         info.update(extra)
@@ -541,7 +548,8 @@ def summary(cell: dict) -> dict:
             vals = [r["score"][k] for r in ok if "score" in r]
             entry[k] = med(vals)
         info = ok[0]["calls"][0]["info"]
-        for k in ("coreset_s", "sample_s", "certify_s", "points", "kl", "khat", "verdict", "M", "sizes_tried"):
+        for k in ("coreset_s", "sample_s", "certify_s", "points", "kl", "khat", "verdict", "M", "sizes_tried",
+                  "mean_leapfrog_steps", "max_leapfrog_steps"):
             if k in info:
                 entry[k] = info[k]
         out[c] = entry
@@ -622,6 +630,8 @@ def markdown(result: dict) -> str:
                 note = (f"M {e.get('M')}, {e.get('points')} pts, KL {f(e.get('kl'), 4)}, k {f(e.get('khat'), 2)}, "
                         f"{e.get('verdict')}; coreset {f(e.get('coreset_s'))} s, sample {f(e.get('sample_s'))} s"
                         + (f", certify {f(e.get('certify_s'))} s" if e.get("certify_s") is not None else ""))
+            elif e.get("mean_leapfrog_steps") is not None:
+                note = f"leapfrog steps per draw {f(e['mean_leapfrog_steps'])} (max {e.get('max_leapfrog_steps')})"
             lines.append(f"| {cell['model']} | {cell['N']:.0e} | {c} | {f(e['cold_s'])} | {f(e['warm_s'])} | "
                          f"{f(e['compile_s'])} | {f(e['max_z'], 3)} | {f(e['w1_floor'], 2)} | "
                          + (f"{ref['label']} (chain z {f(ref.get('chain_z'), 3)})" if ref else "none") + f" | {note} |")
