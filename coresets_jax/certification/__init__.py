@@ -31,6 +31,7 @@ from ..interop.io import digest
 from .passes import PRECISIONS, log_ratio
 from .stream import live_rows, streamed_log_ratio
 from ..compilation import full_precision
+from ..core import caller
 
 __all__ = ["Certificate", "certify", "log_ratio", "warn_if_unreliable"]
 
@@ -135,20 +136,22 @@ def certify(model: Model, data: Any, coreset: Any, draws: Any = None, *, chunk_s
         r, zero = log_ratio(model, data, coreset, flat, chunk_size=chunk_size, precision=precision)
     if zero:
         warnings.warn(f"certify: the full-data log-likelihood is -inf at {zero} of {r.size} draws; they get "
-                      "importance weight 0", RuntimeWarning, stacklevel=2)
+                      "importance weight 0", RuntimeWarning, stacklevel=caller.stacklevel())
     return from_log_ratio(r, draws, model=model, probs=probs, time_s=time.perf_counter() - start)
 
 
-def warn_if_unreliable(cert: Certificate, where: str, stacklevel: int = 2) -> None:
-    """A RuntimeWarning when the certificate finds the coreset posterior unreliable or poor."""
+def warn_if_unreliable(cert: Certificate, where: str) -> None:
+    """A RuntimeWarning, at the caller's line, when the certificate finds the coreset posterior unreliable or
+    poor."""
     if cert.verdict == "unreliable":
         withheld = "" if cert.mean is not None else "; its corrected moments are withheld (cert.corrected_note)"
         warnings.warn(f"{where}: the coreset's certificate is unreliable (khat {cert.khat:.2f} >= 0.7, estimated "
                       f"KL(pi_w || pi) {cert.kl:.3g}): its posterior misses mass of the full-data posterior"
-                      f"{withheld}; use a larger size or another method", RuntimeWarning, stacklevel=stacklevel + 1)
+                      f"{withheld}; use a larger size or another method", RuntimeWarning,
+                      stacklevel=caller.stacklevel())
     elif cert.verdict == "poor":
         warnings.warn(f"{where}: the coreset's posterior is far from the full-data posterior (estimated KL "
                       f"{cert.kl:.3g} >= 0.5 nat, khat {cert.khat:.2f}); the certificate's corrected moments "
                       "(cert.mean, cert.sd) can be used, or use a larger size or another method", RuntimeWarning,
-                      stacklevel=stacklevel + 1)
+                      stacklevel=caller.stacklevel())
 

@@ -45,6 +45,7 @@ import numpy as np
 
 from ..core import Coreset, Model
 from ..registry import Construction
+from ..core import caller
 
 __all__ = ["DEFAULT_LIMIT", "FIRST_SIZE", "auto_coreset", "default_limit", "first_size", "passes", "planned_sizes"]
 
@@ -190,7 +191,7 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
             warnings.warn(f"coreset: no size up to {limit} reached KL <= {tol} nats (the best, size {best_size} "
                           f"with {best.num_points} points, reached an estimated KL of {reached}, verdict "
                           f"{cert.verdict!r}); it is returned; raise size= (the limit), or use a larger tol",
-                          RuntimeWarning, stacklevel=3)
+                          RuntimeWarning, stacklevel=caller.stacklevel())
         else:
             a, b, points = saturated
             warnings.warn(f"coreset: the coreset stopped growing at {points} points (sizes {a} and {b} built the "
@@ -201,7 +202,7 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
                           f"{d * (d + 3) // 2} = D (D + 3) / 2 moments that pin a posterior's mean and covariance "
                           "in D dimensions, with a size up to about that many points (at D = 50 this matched "
                           "full-data NUTS but cost far more than it), or use full-data MCMC", RuntimeWarning,
-                          stacklevel=3)
+                          stacklevel=caller.stacklevel())
         if cert.verdict == "good":
             cert = dataclasses.replace(cert, verdict="usable", reason=(
                 f"its KL estimate {cert.kl:.3g} + {Z:g} standard errors is above tol = {tol}, so it is not "

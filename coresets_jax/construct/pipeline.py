@@ -25,6 +25,7 @@ from . import auto_size as _auto_size
 from .memory import check_fits
 from .vectors import build, build_checked, check_finite_result, key_data, key_for, on_full_rows
 from ..compilation import full_precision
+from ..core import caller
 
 __all__ = ["coreset"]
 
@@ -324,7 +325,7 @@ def _certified(model: Model, data: Any, cs: Coreset, key: Optional[jax.Array]) -
         key = jax.random.fold_in(jax.random.key(0) if key is None else _validate.check_key(key), 1)
         draws = sample(model, data, key, weights=cs, warn=False, **CERTIFY_SAMPLING).samples
     cert = certify(model, data, cs, draws)
-    warn_if_unreliable(cert, cs.method, stacklevel=3)
+    warn_if_unreliable(cert, cs.method)
     return cs.with_certificate(cert)
 
 
@@ -343,7 +344,7 @@ def _warn_stuck_chains(info: dict, name: str) -> None:
         warnings.warn(f"{name}: {stuck} of {acc.size} chains accepted under {STUCK_ACCEPTANCE:.0%} of their final "
                       f"draws (acceptance {np.round(acc, 3).tolist()}): they are stuck, so the weights and "
                       "info['samples'] are unreliable; try kernel='nuts', more num_warmup, or a larger size",
-                      RuntimeWarning, stacklevel=3)
+                      RuntimeWarning, stacklevel=caller.stacklevel())
 
 
 RUNAWAY_WEIGHT_SUM = 10.0  # x the start's total weight (N for the published start)
@@ -363,7 +364,7 @@ def _warn_runaway_weights(cs, name: str) -> None:
                       f"({total:.4g} against {begun:.4g}): they ran away, and the coreset posterior is likely far "
                       "tighter than the full one. Check it with cj.certify; a kernel that mixes faster "
                       "(kernel='nuts', num_warmup=500) or cj.refine from an OMP coreset avoids this",
-                      RuntimeWarning, stacklevel=3)
+                      RuntimeWarning, stacklevel=caller.stacklevel())
 
 
 def _warn_unfinished(info: dict, name: str) -> None:
@@ -374,7 +375,8 @@ def _warn_unfinished(info: dict, name: str) -> None:
         why = "the time budget" if stopped == 3 else "the cap, num_iters"
         warnings.warn(f"{name}: the weights had not settled after {int(np.asarray(info['iterations']))} "
                       f"iterations ({why}; drift KL {float(np.asarray(info['drift_kl'])):.3g} between the last "
-                      "checkpoints): raise num_iters for a settled answer", RuntimeWarning, stacklevel=3)
+                      "checkpoints): raise num_iters for a settled answer", RuntimeWarning,
+                      stacklevel=caller.stacklevel())
     if "hot_start_converged" in info and not bool(np.asarray(info["hot_start_converged"])):
         trained = bool(np.asarray(info.get("trained", True)))
         then = ("training started anyway (train_after_cap=True)" if trained else
@@ -382,4 +384,4 @@ def _warn_unfinished(info: dict, name: str) -> None:
                 "(train_after_cap=True trains anyway; cj.refine starts its chains at the mode)")
         warnings.warn(f"{name}: the hot start reached its cap ({int(np.asarray(info['hot_start_steps']))} steps) "
                       f"before the chains' log potentials passed the stationarity test; {then}",
-                      RuntimeWarning, stacklevel=3)
+                      RuntimeWarning, stacklevel=caller.stacklevel())

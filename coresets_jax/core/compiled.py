@@ -31,6 +31,7 @@ import weakref
 from typing import Any, Callable, Optional
 
 import jax
+from . import caller
 
 __all__ = ["BUDGET", "jit", "live_executables", "mapping_count", "mapping_limit"]
 
@@ -141,4 +142,5 @@ def _after_compile(current: _Bounded) -> None:
             warnings.warn(f"coresets_jax: this process held {count} memory mappings, close to the system's limit "
                           f"of {limit} (vm.max_map_count), mostly compiled XLA executables; JAX's compilation "
                           "caches were cleared so that the next compilation does not crash. Functions will "
-                          "compile again when next called.", RuntimeWarning, stacklevel=3)
+                          "compile again when next called.", RuntimeWarning,
+                          stacklevel=caller.stacklevel())

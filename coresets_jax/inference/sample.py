@@ -30,6 +30,7 @@ from .driver import sample_fn
 from .posterior import Posterior, check_diagnostics, diagnostics
 from ..core import compiled as _compiled_fns
 from ..compilation import full_precision
+from ..core import caller
 
 __all__ = ["METHODS", "sample", "trace_count"]
 
@@ -181,7 +182,7 @@ def _run_chains(model, rows, w, key, method, num_samples, num_warmup, num_chains
                       "definite at the point found: a saddle or a flat direction); the chains start at "
                       + ("init" if given else "the model's starting theta") + " with an identity covariance, "
                       "which warm-up then adapts; pass init= near the posterior mass for a better start",
-                      RuntimeWarning, stacklevel=3)
+                      RuntimeWarning, stacklevel=caller.stacklevel())
     init_time = time.perf_counter() - t0
 
     run = _compiled(model, method, num_samples, num_warmup, num_chains, thin,
@@ -270,10 +271,10 @@ def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str
     if warn:
         for problem in check_diagnostics(post):
             warnings.warn(f"sample: {problem}; run longer, reparameterise, or check the model",
-                          RuntimeWarning, stacklevel=2)
+                          RuntimeWarning, stacklevel=caller.stacklevel())
     if certify:
         from ..certification import certify as _certify, warn_if_unreliable
 
         post = dataclasses.replace(post, certificate=_certify(model, data, weights, samples))
-        warn_if_unreliable(post.certificate, "sample", stacklevel=3)
+        warn_if_unreliable(post.certificate, "sample")
     return post

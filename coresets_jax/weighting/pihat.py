@@ -21,6 +21,7 @@ from ..core import checks as _checks
 from ..core import compiled
 from . import laplace_mode as _mode
 from ..compilation import full_precision, full_precision_factory
+from ..core import caller
 
 __all__ = ["GaussianApproximation", "PriorSamples", "Samples", "laplace", "laplace_fn", "prior", "samples"]
 
@@ -208,6 +209,6 @@ def laplace_checked(model: Model, data: Any, n: int, key: Optional[Array] = None
     if not info["converged"]:
         warnings.warn(f"laplace: did not converge in max_iter = {max_iter} iterations (gradient norm "
                       f"{info['grad_norm']:.3g}); raise max_iter or check the model", RuntimeWarning,
-                      stacklevel=2)
+                      stacklevel=caller.stacklevel())
     info.update(method=method, subsample=subsample)
     return GaussianApproximation(approx.mean, approx.cov, info)
