@@ -50,8 +50,10 @@ RTOL, ATOL = 2e-2, 2e-3
 # Numbers labelled by these words (the last word before the number on its line, lower-cased) are Monte Carlo
 # estimates that change with the chain on another processor: (absolute, relative) tolerance. k-hat of a
 # near-exact coreset is noise between about 0 and 0.6 (the same quickstart printed 0.38, 0.47 and 0.59 with
-# other rounding), so it is compared to 0.3: a move past the 0.7 threshold from below 0.4 still fails.
-NOISY = {"khat": (0.3, 0.0), "floor": (0.0, 0.5), "kl": (0.02, 0.5), "ess": (0.0, 0.4), "min_ess": (0.0, 0.4),
+# other rounding), so it is compared to 0.3: a move past the 0.7 threshold from below 0.4 still fails. Far
+# above 1 it is the tail of a degenerate weight distribution, relative noise (a uniform coreset printed 47.67
+# on one processor and 54.63 on another): also within half its value.
+NOISY = {"khat": (0.3, 0.5), "floor": (0.0, 0.5), "kl": (0.02, 0.5), "ess": (0.0, 0.4), "min_ess": (0.0, 0.4),
          "max_rhat": (0.02, 0.0), "hat": (0.05, 0.0), "acceptance": (0.06, 0.0), "divergent": (5.0, 0.0), "se": (0.02, 0.5)}
 TIMES = {"time", "wall_time", "seconds", "time_s", "s"}    # never compared
 TOKEN = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[^\W\d]\w*|\S")

@@ -23,7 +23,8 @@ M = cs.capacity
 
 # The same number of rows drawn uniformly, each weighted N / M, with its own certificate.
 uniform = cj.coreset(model, data, size=M, method="uniform", key=key, certify=True)
-print(uniform)
+cert = uniform.certificate
+print(f"uniform, M = {M}: certificate {cert.verdict} (khat {cert.khat:.2f}, KL {cert.kl:.3g})")
 
 # MCMC on the M rows, and on all N rows for comparison.
 on_coreset = cj.sample(model, data, key, weights=cs, num_samples=500, num_warmup=500)
