@@ -464,6 +464,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "vs_peers_candidates_1e6": lambda with_commit: table_vs_peers(with_commit, "vs_peers_candidates_1e6"),
     "vs_peers_poisson10": lambda with_commit: table_vs_peers(with_commit, "vs_peers_poisson10"),
     "vs_peers_poisson10_1e6": lambda with_commit: table_vs_peers(with_commit, "vs_peers_poisson10_1e6"),
+    "vs_peers_poisson10_5e6": lambda with_commit: table_vs_peers(with_commit, "vs_peers_poisson10_5e6"),
     "vs_peers_d50": lambda with_commit: table_vs_peers(with_commit, "vs_peers_d50"),
     "vs_peers_d50_auto": lambda with_commit: table_vs_peers(with_commit, "vs_peers_d50_auto"),
     "candidate_rows": table_candidate_rows,
