@@ -10,6 +10,10 @@ For each problem of benchmarks/models.py, seed and tol in {1, 0.1, 0.01}:
     KL(N(mu_w, S_w) || N(mu, S)) between 2 x 1000 NUTS draws of the coreset posterior and the cached
     full-data reference (`models.reference`), whose own noise floor (the same KL between the two reference
     runs) is reported with it;
+    With `--kl-measure bridge` (Bradley-Terry, D = 50, where that floor is 0.76 nat at 2 x 2,000 reference
+    draws and hides every tol) the measured KL is instead `cj.metrics.bridge_kl`: KL(pi_w || pi) by bridge
+    sampling between the coreset's 2 x 1000 draws and the reference draws, from the exact log density ratio
+    (no D^2 / draws bias); its noise is the difference between the estimates against each reference run;
   - the oracle: the smallest size on a fine grid (2^(k/4) steps from 16) whose measured KL is at most tol,
     with the same method and key (so the oracle and the search build the same coreset at a shared size);
     `--oracle-scan down` scans the grid downwards from the chosen size instead (`oracle_scan`).
@@ -60,14 +64,35 @@ def two_moment_kl(draws: np.ndarray, mean: np.ndarray, cov: np.ndarray) -> float
     return float(0.5 * (logdet - logdet_hat - d + np.trace(inv @ sigma) + diff @ inv @ diff))
 
 
-def measured_kl(problem, ref_full, cs, key) -> float:
+def measured_kl(problem, ref_full, cs, key, measure="two_moment") -> dict:
+    """{"kl", "measure", "noise"}: the coreset posterior's KL(pi_w || pi), measured without the certificate."""
     if problem.get("closed_form"):
         n = models.n_rows(problem)
         mean, cov = problem["model"].posterior(problem["data"])
         mean_w, cov_w = problem["model"].posterior(problem["data"], cs.dense(n))
-        return float(cj.metrics.gaussian_kl(mean_w, cov_w, mean, cov))
+        return {"kl": float(cj.metrics.gaussian_kl(mean_w, cov_w, mean, cov)), "measure": "exact", "noise": 0.0}
     draws = models.posterior_draws(problem, key, weights=cs)
-    return two_moment_kl(draws[:, ref_full["coords"]], ref_full["mean_all"], ref_full["cov"])
+    if measure == "two_moment":
+        kl = two_moment_kl(draws[:, ref_full["coords"]], ref_full["mean_all"], ref_full["cov"])
+        return {"kl": kl, "measure": measure, "noise": ref_full["kl_floor"]}
+    out = bridge_kl(problem, ref_full, cs, draws)
+    out["two_moment"] = two_moment_kl(draws[:, ref_full["coords"]], ref_full["mean_all"], ref_full["cov"])
+    return out
+
+
+def bridge_kl(problem, ref_full, cs, draws) -> dict:
+    """`cj.metrics.bridge_kl` against both reference runs pooled; noise: |estimate against run a - against
+    run b|. The log ratio at all draws comes from one pass (`bridge_kl_from_log_ratios` needs one shared
+    constant)."""
+    from coresets_jax.certification.passes import log_ratio
+
+    a, b = ref_full["full_a"], ref_full["full_b"]
+    r, _ = log_ratio(problem["model"], problem["data"], cs, np.concatenate([draws, a, b]))
+    r_w, r_a, r_b = np.split(r, [len(draws), len(draws) + len(a)])
+    kl = cj.metrics.bridge_kl_from_log_ratios(r_w, np.concatenate([r_a, r_b]))["kl"]
+    kl_a, kl_b = (cj.metrics.bridge_kl_from_log_ratios(r_w, x)["kl"] for x in (r_a, r_b))
+    return {"kl": float(kl), "measure": "bridge", "noise": float(abs(kl_a - kl_b)), "kl_a": float(kl_a),
+            "kl_b": float(kl_b)}
 
 
 def full_reference(name, problem) -> dict:
@@ -77,6 +102,7 @@ def full_reference(name, problem) -> dict:
     both = np.concatenate([a, b])
     ref["mean_all"], ref["cov"] = both.mean(0), np.cov(both, rowvar=False).reshape(a.shape[1], a.shape[1])
     ref["kl_floor"] = 0.0 if problem.get("closed_form") else two_moment_kl(b, a.mean(0), np.cov(a, rowvar=False))
+    ref["full_a"], ref["full_b"] = z["a"], z["b"]  # every coordinate: the bridge KL evaluates the densities
     return ref
 
 
@@ -91,7 +117,7 @@ def grid(limit: int) -> list:
         k += 1
 
 
-def run_cell(name, problem, ref, tol, trial, method="omp", scan="up") -> dict:
+def run_cell(name, problem, ref, tol, trial, method="omp", scan="up", measure="two_moment") -> dict:
     key = jax.random.key(100 + trial)
     model, data = problem["model"], problem["data"]
     t0 = time.perf_counter()
@@ -106,13 +132,18 @@ def run_cell(name, problem, ref, tol, trial, method="omp", scan="up") -> dict:
            "verdict": cs.certificate.verdict, "cert_kl": float(cs.certificate.kl),
            "warned": any("no size up to" in str(w.message) for w in caught), "kl_floor": ref["kl_floor"]}
     t0 = time.perf_counter()
-    row["kl"] = measured_kl(problem, ref, cs, jax.random.fold_in(key, 9))  # NUTS on the coreset, as a user would
+    got = measured_kl(problem, ref, cs, jax.random.fold_in(key, 9), measure)  # NUTS on the coreset, as a user would
     row["sample_seconds"] = time.perf_counter() - t0
+    row.update(kl=got["kl"], kl_measure=got["measure"])
+    if got["measure"] == "bridge":  # its floor is its own noise at this coreset, not the reference's
+        row.update(kl_floor=got["noise"], kl_against_runs=[got["kl_a"], got["kl_b"]], kl_two_moment=got["two_moment"],
+                   kl_two_moment_floor=ref["kl_floor"])
+
     def kl_at(m):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             c = cj.coreset(model, data, m, method, key=key)
-        return measured_kl(problem, ref, c, jax.random.fold_in(key, m))
+        return measured_kl(problem, ref, c, jax.random.fold_in(key, m), measure)["kl"]
 
     sizes = grid(min(models.n_rows(problem), 4 * row["size"]))
     oracle, tried = oracle_scan(kl_at, sizes, tol, row["size"], scan)
@@ -240,6 +271,18 @@ def append(path, row) -> None:
         f.write(json.dumps(common.jsonable(row)) + "\n")
 
 
+def seed_ledgers(path: str) -> None:
+    """Write a committed result's runs and full-NUTS times into empty ledgers (a fresh checkout has none), so
+    that new cells join the old ones in the next auto_size.json."""
+    with open(path) as f:
+        result = json.load(f)
+    for ledger_path, rows in ((LEDGER, result.get("runs", [])), (NUTS_LEDGER, list(result.get("full_nuts", {}).values()))):
+        if ledger(ledger_path):
+            raise SystemExit(f"--resume: {ledger_path} is not empty; remove it or leave out --resume")
+        for row in rows:
+            append(ledger_path, row)
+
+
 def main(argv=None, *, quick=None, out_dir=None):
     def extra(p):
         p.add_argument("--problems", nargs="+", default=list(PROBLEMS))
@@ -248,6 +291,10 @@ def main(argv=None, *, quick=None, out_dir=None):
         p.add_argument("--oracle-scan", choices=("up", "down"), default="up",
                        help="how the oracle's grid is scanned (oracle_scan); 'down' for D = 50")
         p.add_argument("--data-dir", default=common.DATA_DIR)
+        p.add_argument("--kl-measure", choices=("two_moment", "bridge"), default="two_moment",
+                       help="the measured KL where the posterior is not closed form (measured_kl)")
+        p.add_argument("--resume", default=None, metavar="JSON",
+                       help="start the (empty) ledgers from the runs and full-NUTS times of this result file")
 
     args = common.resolve(argv, quick, out_dir, __doc__, extra)
     if args.quick:
@@ -257,6 +304,8 @@ def main(argv=None, *, quick=None, out_dir=None):
         result = {"environment": common.environment(), "summary": summarise(rows), "runs": rows}
         common.write_json(result, args.out, "auto_size_quick")
         return result
+    if args.resume:
+        seed_ledgers(args.resume)
     if not args.report:
         done = {(r["problem"], r["tol"], r["trial"]) for r in ledger()}
         commit = common.environment()["git_commit"]
@@ -269,8 +318,8 @@ def main(argv=None, *, quick=None, out_dir=None):
                 for trial in range(args.trials or 3):
                     if (name, tol, trial) in done:
                         continue
-                    row = dict(run_cell(name, problem, ref, tol, trial, scan=args.oracle_scan), commit=commit,
-                               first_in_process=first)
+                    row = dict(run_cell(name, problem, ref, tol, trial, scan=args.oracle_scan,
+                                        measure=args.kl_measure), commit=commit, first_in_process=first)
                     first = False
                     append(LEDGER, row)
                     print(f"{name} tol {tol} t{trial}: size {row['size']} (oracle {row['oracle']}), KL {row['kl']:.3g} "

@@ -283,7 +283,8 @@ def table_auto_size(with_commit: bool) -> str:
         lines.append(f"| {problem} | {tol:g} | {', '.join(str(r['size']) for r in rs)} "
                      f"| {', '.join(str(r['oracle']) if r['oracle'] is not None else '–' for r in rs)} "
                      f"| {', '.join(r['verdict'] for r in rs)} | {', '.join(_fmt(r['cert_kl'], 2) for r in rs)} "
-                     f"| {_fmt(max(r['kl'] for r in rs))} ({_fmt(rs[0]['kl_floor'])}) | {'; '.join(paths)} "
+                     f"| {_fmt(max(r['kl'] for r in rs))} ({_fmt(max(r['kl_floor'] for r in rs))})"
+                     f"{' bridge' if any(r.get('kl_measure') == 'bridge' for r in rs) else ''} | {'; '.join(paths)} "
                      f"| {', '.join(_fmt(r['seconds'], 2) for r in rs)} "
                      f"| {', '.join(_fmt(x, 2) for x in ratios) if ratios else '–'} |")
     summ = data["summary"]
@@ -315,7 +316,10 @@ def table_auto_size(with_commit: bool) -> str:
     commits = sorted({r.get("commit") for r in data["runs"] if r.get("commit")})
     lines.append("Each cell lists its trials (seeds) in order; the last column lists the trials that recorded the time "
                  "of NUTS on their coreset, and a problem's first of them compiled its programs. The measured KL is exact for Gaussian location, else "
-                 "the two-moment KL of 2 x 1000 NUTS draws against the full-data reference. "
+                 "the two-moment KL of 2 x 1000 NUTS draws against the full-data reference"
+                 + ("; cells marked 'bridge' use the bridge-sampling KL (`cj.metrics.bridge_kl`) of those draws against "
+                    "the reference's, whose floor is the difference between its estimates against the two reference runs"
+                    if any(r.get("kl_measure") == "bridge" for r in data["runs"]) else "") + ". "
                  + (f"The runs' own commits: {', '.join(f'`{c}`' for c in commits)}. " if with_commit and commits
                     else "")
                  + provenance(data, "auto_size", with_commit))
