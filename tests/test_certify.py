@@ -159,6 +159,24 @@ def test_log_ratio_matches_numpy_on_logistic_regression(precision, tol):
     assert int(np.argmax(cert.weights)) == int(np.argmax(r_numpy))
 
 
+def test_float32_pass_keeps_the_heavily_weighted_coreset_term_exact():
+    """precision="float32" evaluates the full-data term in float32 but the coreset's in float64: a weight
+    w_m ~ N / M multiplies each row's float32 rounding (about 1e-7 |L_m|), which here would be ~1e-2 nat,
+    a hundred times the whole variation that matters between nearby draws."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(2000, 3))
+    y = np.where(rng.random(2000) < 1 / (1 + np.exp(-X @ [1.0, -2.0, 0.5])), 1.0, -1.0)
+    cs = cj.Coreset(jnp.asarray(np.arange(0, 200, 20)), jnp.full(10, 1e5, jnp.float32))
+    draws = np.asarray(rng.normal(size=(2, 40, 3)) * 1e-3 + [1.0, -2.0, 0.5], np.float32)  # a tight posterior
+    X32, y32 = np.asarray(X, np.float32), np.asarray(y, np.float32)
+    r_numpy = _numpy_log_ratio(X32.astype(np.float64), y32.astype(np.float64),
+                               np.asarray(cs.dense(2000), np.float64), draws.reshape(80, 3).astype(np.float64))
+    r_numpy -= r_numpy.mean()
+    cert = cj.certify(cj.models.logistic_regression(), (jnp.asarray(X32), jnp.asarray(y32)), cs, draws,
+                      precision="float32")
+    assert np.max(np.abs(cert.log_ratio - r_numpy)) < 1e-4
+
+
 def test_chunked_streamed_and_memory_mapped_passes_equal_the_single_pass(tmp_path):
     ds = cj.data.synthetic_logistic(jax.random.key(0), 1000)
     model, data = cj.models.logistic_regression(), ds.train

@@ -15,8 +15,9 @@ that matter can be 1e-3 nats or less, so:
 - every row is taken relative to one reference draw, b_n = L_n(theta_ref) (0 where that is not finite):
   sum_n (L_n(theta_s) - b_n) is small, and sum_n b_n is a constant that cancels;
 - each log-likelihood is evaluated in float64 (`jax.enable_x64` for this call only; `precision="float32"`
-  opts out): in float32 its rounding, about 1e-7 |L_n| per row, added up to 4e-3 nats over N = 10^5
-  Gaussian rows, and a coreset weight w_m ~ N / M multiplies it further;
+  opts out for the full-data term): in float32 its rounding, about 1e-7 |L_n| per row, added up to 4e-3 nats
+  over N = 10^5 Gaussian rows (7e-5 over 10^6 logistic rows);
+- the coreset's term is always float64: a weight w_m ~ N / M multiplies a row's rounding;
 - chunk sums are accumulated with Knuth's two-sum and added across devices or chunks on the host in float64.
 """
 
@@ -117,9 +118,18 @@ def _sharded_pass(model: Model, mesh, chunk: int):
     return compiled.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(axes), P(), P()), out_specs=P(), check_vma=False))
 
 
-@compiled.jit(static_argnames=("model",))
 def coreset_term(model, rows, weights, draws, reference):
-    """(S,) sum_m w_m (L_m(theta_s) - c_m) on the coreset rows, and its flags."""
+    """(S,) sum_m w_m (L_m(theta_s) - c_m) on the coreset rows, and its flags: always in float64, whatever the
+    pass's precision. The weights (~N / M) multiply each row's rounding: with precision="float32" at
+    N = 10^6 logistic rows and M = 100 this term erred by 0.45 nat (sd over the draws) in float32, against
+    7e-5 for the whole full-data term. It is M x S evaluations, so float64 costs nothing here."""
+    with jax.enable_x64(True):
+        up = lambda x: jnp.asarray(x, jnp.float64)
+        return _coreset_term(model, rows, up(weights), up(draws), up(reference))
+
+
+@compiled.jit(static_argnames=("model",))
+def _coreset_term(model, rows, weights, draws, reference):
     total = _relative_sums(model, rows, draws, reference, weights)
     return total, _flags(total)
 
