@@ -62,6 +62,18 @@ def parser(doc: str) -> argparse.ArgumentParser:
     return p
 
 
+def cpu_model() -> str:
+    """The processor's model name (Linux), so that runs on different machines can be told apart."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
 def environment() -> dict:
     """Device and software record written into every result file."""
     commit = os.environ.get("BENCH_GIT_COMMIT", "")  # a copy of the tree without .git (a lent GPU machine)
@@ -73,7 +85,7 @@ def environment() -> dict:
     dev = jax.devices()[0]
     return {"jax": jax.__version__, "numpy": np.__version__, "backend": jax.default_backend(),
             "device": str(dev), "device_kind": getattr(dev, "device_kind", ""),
-            "device_count": jax.device_count(), "cpu_count": os.cpu_count(),
+            "device_count": jax.device_count(), "cpu_count": os.cpu_count(), "cpu_model": cpu_model(),
             "platform": platform.platform(), "python": platform.python_version(),
             "x64": bool(jax.config.jax_enable_x64), "git_commit": commit,
             "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
