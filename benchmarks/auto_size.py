@@ -205,6 +205,12 @@ def route_seconds(row) -> float:
     return row["seconds"] + row["sample_seconds"] if row.get("sample_seconds") is not None else None
 
 
+def same_run(row, nuts: dict = None) -> bool:
+    """Whether the row's route can be set against full NUTS: both timed, by the same run (commit)."""
+    ref = (nuts or {}).get(row["problem"])
+    return bool(ref) and route_seconds(row) is not None and row.get("commit") == ref.get("commit")
+
+
 def summarise(rows: list, nuts: dict = None) -> dict:
     scored = [r for r in rows if r["kl_floor"] <= r["tol"] / 3]
     trusted = [r for r in scored if r["verdict"] in ("good", "usable") and r["reached"]]
@@ -215,7 +221,7 @@ def summarise(rows: list, nuts: dict = None) -> dict:
             "median_seconds": float(np.median([r["seconds"] for r in rows])) if rows else None,
             "warned_when_unreached": f"{sum(r['warned'] for r in rows if not r['reached'])}/"
                                      f"{sum(not r['reached'] for r in rows)}"}
-    timed = [r for r in rows if route_seconds(r) is not None and (nuts or {}).get(r["problem"])]
+    timed = [r for r in rows if same_run(r, nuts)]
     if timed:
         warm = [route_seconds(r) / nuts[r["problem"]]["warm_s"] for r in timed if not r.get("first_in_process")]
         first = [route_seconds(r) / nuts[r["problem"]]["first_s"] for r in timed if r.get("first_in_process")]

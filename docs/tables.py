@@ -277,7 +277,7 @@ def table_auto_size(with_commit: bool) -> str:
         ratios = []
         for r in rs:  # the route (search + NUTS on its coreset) over full NUTS timed in the same process
             ref = nuts.get(problem)
-            if ref and r.get("sample_seconds") is not None:
+            if ref and r.get("sample_seconds") is not None and r.get("commit") == ref.get("commit"):
                 full = ref["first_s"] if r.get("first_in_process") else ref["warm_s"]
                 ratios.append((r["seconds"] + r["sample_seconds"]) / full)
         lines.append(f"| {problem} | {tol:g} | {', '.join(str(r['size']) for r in rs)} "
@@ -294,7 +294,7 @@ def table_auto_size(with_commit: bool) -> str:
               f"{summ['size_at_most_2x_oracle']}. Warned where no size reached tol: {summ['warned_when_unreached']}."]
     if summ.get("timed_cells"):
         lines.append(f"The search plus NUTS on its coreset over full-data NUTS (2 chains x (500 + 1000), the same "
-                     f"settings, timed in the same process): median {_fmt(summ['route_over_full_nuts_warm_median'], 2)}"
+                     f"settings, timed in the same run): median {_fmt(summ['route_over_full_nuts_warm_median'], 2)}"
                      f"x warm, {_fmt(summ['route_over_full_nuts_first_median'], 2)}x for a problem's first cell "
                      f"against full NUTS's first call (both compiling), over {summ['timed_cells']} timed runs. "
                      "Full NUTS, first / warm call: " + ", ".join(
@@ -308,7 +308,9 @@ def table_auto_size(with_commit: bool) -> str:
                      f"{_fmt(free['cert_kl'])}, {free['verdict']}); with the limit {capped['limit']} it returns size "
                      f"{capped['size']} (KL {_fmt(capped['cert_kl'])}, {capped['verdict']}) and "
                      + ("warns: \"" + capped["warning"].split(";")[0] + "\"." if capped["warning"] else "does not warn."))
-    down = sorted({r["problem"] for r in data["runs"] if r.get("oracle_scan") == "down"})
+    down_rows = [r for r in data["runs"] if r.get("oracle_scan") == "down"]
+    down = [f"{p} (tol {', '.join(f'{t:g}' for t in sorted({r['tol'] for r in down_rows if r['problem'] == p}, reverse=True))})"
+            for p in sorted({r["problem"] for r in down_rows})]
     if down:
         lines.append(f"The oracle for {', '.join(down)} scanned the grid downwards from the chosen size (NUTS on "
                      "coresets of fewer points than D ran for minutes each); that is the same oracle when the KL "
