@@ -80,6 +80,14 @@ def test_bridge_kl_of_a_coreset_against_the_exact_gaussian_mean_posteriors():
     assert 0.05 < exact < 2.0
     assert out["kl"] == pytest.approx(exact, rel=0.1, abs=0.01), (out, exact)
     assert out["kl_reverse"] == pytest.approx(gaussian_kl_numpy(mean, cov, mean_w, cov_w), rel=0.1, abs=0.01)
+    # the same weights as a Coreset (slots, with a zero-weight slot) and the draws as Posterior-like objects
+    live = np.flatnonzero(w)
+    cs = cj.Coreset(np.r_[live, 0], np.r_[w[live], 0.0].astype(np.float32))
+    class Draws:  # noqa: E306 (a cj.sample Posterior carries its draws as .samples)
+        def __init__(self, samples):
+            self.samples = samples
+    same = cj.metrics.bridge_kl(model, y, cs, Draws(draws_w), Draws(draws))
+    assert same["kl"] == pytest.approx(out["kl"], rel=1e-4, abs=1e-6)
 
 
 def test_bridge_kl_bad_inputs_and_no_overlap():
