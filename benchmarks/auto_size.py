@@ -33,6 +33,7 @@ import os
 import sys
 import time
 import warnings
+from typing import Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -74,12 +75,10 @@ def measured_kl(problem, ref_full, cs, key, measure="two_moment") -> dict:
         mean_w, cov_w = problem["model"].posterior(problem["data"], cs.dense(n))
         return {"kl": float(cj.metrics.gaussian_kl(mean_w, cov_w, mean, cov)), "measure": "exact", "noise": 0.0}
     draws = models.posterior_draws(problem, key, weights=cs)
+    two_moment = two_moment_kl(draws[:, ref_full["coords"]], ref_full["mean_all"], ref_full["cov"])
     if measure == "two_moment":
-        kl = two_moment_kl(draws[:, ref_full["coords"]], ref_full["mean_all"], ref_full["cov"])
-        return {"kl": kl, "measure": measure, "noise": ref_full["kl_floor"]}
-    out = bridge_kl(problem, ref_full, cs, draws)
-    out["two_moment"] = two_moment_kl(draws[:, ref_full["coords"]], ref_full["mean_all"], ref_full["cov"])
-    return out
+        return {"kl": two_moment, "measure": measure, "noise": ref_full["kl_floor"]}
+    return dict(bridge_kl(problem, ref_full, cs, draws), two_moment=two_moment)
 
 
 def bridge_kl(problem, ref_full, cs, draws) -> dict:
@@ -119,6 +118,11 @@ def grid(limit: int) -> list:
         k += 1
 
 
+def unreached_warning(caught) -> Optional[str]:
+    """The text of the first caught warning that says no size reached tol, or None."""
+    return next((str(w.message) for w in caught if any(m in str(w.message) for m in UNREACHED_WARNINGS)), None)
+
+
 def run_cell(name, problem, ref, tol, trial, method="omp", scan="up", measure="two_moment") -> dict:
     key = jax.random.key(100 + trial)
     model, data = problem["model"], problem["data"]
@@ -132,9 +136,7 @@ def run_cell(name, problem, ref, tol, trial, method="omp", scan="up", measure="t
     row = {"problem": name, "tol": tol, "trial": trial, "method": method, "size": cs.capacity,
            "points": cs.num_points, "seconds": seconds, "path": cs.info["path"], "reached": reached,
            "verdict": cs.certificate.verdict, "cert_kl": float(cs.certificate.kl),
-           "warned": any(m in str(w.message) for w in caught for m in UNREACHED_WARNINGS),
-           "warning": next((str(w.message) for w in caught if any(m in str(w.message) for m in UNREACHED_WARNINGS)),
-                           None),
+           "warned": unreached_warning(caught) is not None, "warning": unreached_warning(caught),
            "kl_floor": ref["kl_floor"]}
     t0 = time.perf_counter()
     got = measured_kl(problem, ref, cs, jax.random.fold_in(key, 9), measure)  # NUTS on the coreset, as a user would
@@ -265,7 +267,7 @@ def no_compression_case() -> dict:
         out[label] = {"limit": limit, "size": cs.capacity, "points": cs.num_points,
                       "verdict": cs.certificate.verdict, "cert_kl": float(cs.certificate.kl),
                       "path": cs.info["path"],
-                      "warning": next((str(w.message) for w in caught if any(m in str(w.message) for m in UNREACHED_WARNINGS)), None)}
+                      "warning": unreached_warning(caught)}
     return out
 
 

@@ -139,12 +139,13 @@ def laplace_kl(model, data: Any, weights: Any, *, full=None, key: Optional[jax.A
 
 
 def _log_mean_exp(x: np.ndarray) -> float:
-    top = float(np.max(x))
-    return top + float(np.log(np.mean(np.exp(x - top))))
+    from scipy.special import logsumexp
+
+    return float(logsumexp(x) - np.log(x.size))
 
 
 def _check_log_ratios(r, name: str) -> np.ndarray:
-    r = np.asarray(r, np.float64).reshape(-1) if np.ndim(r) else np.asarray([r], np.float64)
+    r = np.asarray(r, np.float64).reshape(-1)
     if r.size < 2:
         raise ValueError(f"{name}: expected at least 2 log ratios (one per draw), got {r.size}")
     if np.any(np.isnan(r)):
