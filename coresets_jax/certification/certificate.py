@@ -1,9 +1,10 @@
 """The result of `cj.certify`: PSIS diagnostics, the KL estimate and corrected moments, from r on the host.
 
-Everything here is small (S numbers and S draws), so it runs in NumPy: no compilation. PSIS itself is
-ArviZ's (`arviz.psislw`; Vehtari, Simpson, Gelman, Yao & Gabry, JMLR 2024, Algorithm 1). R-hat and bulk ESS
-of the draws, when they come as chains, are those `cj.sample` reports (`inference.diagnostics`: rank-normalised
-split R-hat, max of bulk and folded, and bulk ESS; Vehtari, Gelman, Simpson, Carpenter & Bürkner 2021).
+Everything here is small (S numbers and S draws), so it runs in NumPy: no compilation. PSIS is `psis`'s
+(Vehtari, Simpson, Gelman, Yao & Gabry, JMLR 2024, Algorithm 1): ArviZ's `psislw` to rounding, without the
+second that importing ArviZ takes (only `to_arviz` needs it). R-hat and bulk ESS of the draws, when they come
+as chains, are those `cj.sample` reports (`inference.diagnostics`: rank-normalised split R-hat, max of bulk
+and folded, and bulk ESS; Vehtari, Gelman, Simpson, Carpenter & Bürkner 2021).
 
 Two rules make the certificate one to lean on:
 
@@ -21,13 +22,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 from typing import Any, Optional
 
 import numpy as np
 
 from ..inference import diagnostics
 from ..interop.arviz_export import constrained_draws, load_arviz
+from .psis import ess_mean, psis_log_weights
 
 __all__ = ["Certificate", "corrected_note", "explain", "from_log_ratio", "moments_given", "verdict"]
 
@@ -239,14 +240,13 @@ class Certificate:
 
 
 def _relative_efficiency(r: np.ndarray, chains: int) -> float:
-    """ESS / S of the raw importance ratios exp(r - max r) across chains (ArviZ's bulk ESS), in (0, 1]."""
+    """ESS / S of the raw importance ratios exp(r - max r) across chains (ArviZ's ESS of the mean), in (0, 1]."""
     if chains < 2:
         return 1.0
-    az = load_arviz()
     ratios = np.exp(r - np.max(r)).reshape(chains, -1)
     if np.ptp(ratios) == 0:
         return 1.0
-    ess = float(az.ess(ratios, method="mean"))
+    ess = ess_mean(ratios)
     return float(np.clip(ess / r.size, 1.0 / r.size, 1.0)) if np.isfinite(ess) else 1.0
 
 
@@ -278,18 +278,15 @@ def _weighted_quantiles(x: np.ndarray, w: np.ndarray, probs: tuple) -> np.ndarra
 def from_log_ratio(r: np.ndarray, draws: np.ndarray, *, model: Any = None, probs: tuple = (0.05, 0.5, 0.95),
                    time_s: float = 0.0) -> Certificate:
     """A `Certificate` from r (S,) and the draws, (S, D) or (chains, S, D), flattened in the same order."""
-    az = load_arviz()
     draws = draws if draws.ndim == 3 else draws[None]
     chains = draws.shape[0]
     flat = draws.reshape(-1, draws.shape[-1])
     r = np.asarray(r, np.float64)
     finite = np.isfinite(r)
     r = r - np.mean(r[finite])
-    r_psis = np.where(finite, r, np.min(r[finite]) - 1e3)  # weight 0, without -inf inside ArviZ
+    r_psis = np.where(finite, r, np.min(r[finite]) - 1e3)  # weight 0, and finite ratios for the ESS
     reff = _relative_efficiency(r_psis, chains)
-    with warnings.catch_warnings():  # ArviZ's own k-hat warning; the verdict says it in our words
-        warnings.simplefilter("ignore")
-        log_w, khat = az.psislw(r_psis.copy(), reff=reff)
+    log_w, khat = psis_log_weights(r_psis, reff=reff)
     weights = np.exp(log_w - np.max(log_w))
     weights = np.where(finite, weights, 0.0)
     weights /= np.sum(weights)

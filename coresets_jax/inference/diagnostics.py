@@ -23,10 +23,12 @@ from scipy.stats import rankdata
 __all__ = ["ess_bulk", "rhat", "summary"]
 
 
-def _split(x: np.ndarray) -> np.ndarray:
-    """(C, S, D) -> (2C, S // 2, D): the first and second half of every chain."""
+def _split(x: np.ndarray, drop_middle: bool = False) -> np.ndarray:
+    """(C, S, D) -> (2C, S // 2, D): the first and second half of every chain. With S odd one draw goes: the
+    last (blackjax, `cj.sample`) or, with `drop_middle`, the middle one (ArviZ)."""
     half = x.shape[1] // 2
-    return np.concatenate([x[:, :half], x[:, half:2 * half]], axis=0)
+    second = x[:, x.shape[1] - half:] if drop_middle else x[:, half:2 * half]
+    return np.concatenate([x[:, :half], second], axis=0)
 
 
 def _rank_normalise(x: np.ndarray) -> np.ndarray:
@@ -57,9 +59,10 @@ def rhat(samples) -> np.ndarray:
     return np.maximum(bulk, _psrf(_rank_normalise(folded)))
 
 
-def _ess(x: np.ndarray) -> np.ndarray:
-    """(D,) effective sample size of (C, S, D) draws: C S / tau, tau = -1 + 2 sum_k Gamma_k - rho_2K, with
-    Gamma_k = rho_2k + rho_2k+1 summed while positive and made non-increasing (Geyer 1992)."""
+def _autocorrelation(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rho (S, D), W (D,)) of (C, S, D) draws: the autocorrelations at lags 0 .. S-1 combined over chains,
+    rho_t = 1 - (W - mean_c acov_t) / var+, var+ = (S - 1) / S W + B / S (Stan's estimator), and W, the mean
+    within-chain variance (ddof 1). rho_0 is set to 1 exactly; NaN or inf where var+ is 0 (constant draws)."""
     c, s = x.shape[:2]
     centred = x - x.mean(axis=1, keepdims=True)
     size = 1 << int(np.ceil(np.log2(2 * s)))  # zero padding: no circular wrap-around
@@ -70,11 +73,19 @@ def _ess(x: np.ndarray) -> np.ndarray:
     var_plus = within * (s - 1.0) / s
     if c > 1:
         var_plus = var_plus + np.var(x.mean(axis=1), axis=0, ddof=1)
-    constant = ~np.any(x != x[:, :1], axis=(0, 1)) | ~(within > 0)
-    var_plus = np.where(constant, 1.0, var_plus)
     with np.errstate(divide="ignore", invalid="ignore"):
         rho = 1.0 - (within - mean_acov) / var_plus  # rho[0] = 1 up to rounding; set exactly below
     rho[0] = 1.0
+    return rho, within
+
+
+def _ess(x: np.ndarray) -> np.ndarray:
+    """(D,) effective sample size of (C, S, D) draws: C S / tau, tau = -1 + 2 sum_k Gamma_k - rho_2K, with
+    Gamma_k = rho_2k + rho_2k+1 summed while positive and made non-increasing (Geyer 1992)."""
+    c, s = x.shape[:2]
+    rho, within = _autocorrelation(x)
+    constant = ~np.any(x != x[:, :1], axis=(0, 1)) | ~(within > 0)
+    rho = np.where(constant, 0.0, rho)  # their ESS is 0 (set below); 0 keeps NaN out of the sums
     even = s - s % 2
     rho_even, rho_odd = rho[0:even:2], rho[1:even:2]  # (P, D) each, P = S // 2
     positive = np.cumprod(rho_even + rho_odd > 0, axis=0).astype(bool)  # initial positive sequence

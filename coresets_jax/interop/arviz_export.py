@@ -5,8 +5,8 @@ The draws are `post.samples`, (chains, draws, D), over the flat unconstrained th
 (`vmap` of `model.constrain` over all draws), so `az.summary` reads `beta`, `sigma` and so on. Otherwise the
 draws are one variable, `theta`, with a `theta_dim_0` coordinate of length D.
 
-ArviZ is a base dependency (`cj.certify` uses its PSIS); it is imported only where it is used, since importing it
-takes about a second.
+ArviZ is a base dependency (for `to_arviz` and `Certificate.to_arviz`; `cj.certify` has its own PSIS,
+`certification.psis`); it is imported only where it is used, since importing it takes about a second.
 """
 
 from __future__ import annotations
