@@ -15,6 +15,7 @@ draws from pi_w, and cap the verdict at "usable".
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from typing import Any, Optional
@@ -28,7 +29,7 @@ from ..core import checks as _checks
 from ..core import validate as _validate
 from ..core.chunks import is_sliceable
 from ..interop.io import digest
-from .passes import PRECISIONS, log_ratio
+from .passes import PRECISIONS, PassPrecision, audited_log_ratio, log_ratio
 from .stream import live_rows, streamed_log_ratio
 from ..compilation import full_precision
 from ..core import caller
@@ -90,7 +91,7 @@ def _streamed(data: Any, chunk_size: Optional[int]) -> bool:
 
 @full_precision
 def certify(model: Model, data: Any, coreset: Any, draws: Any = None, *, chunk_size: Optional[int] = None,
-            precision: str = "float64", probs: tuple = (0.05, 0.5, 0.95)) -> Certificate:
+            precision: str = "auto", probs: tuple = (0.05, 0.5, 0.95)) -> Certificate:
     """Certify a coreset with one pass over the data at draws from its posterior (module docstring).
 
     Args:
@@ -103,12 +104,16 @@ def certify(model: Model, data: Any, coreset: Any, draws: Any = None, *, chunk_s
       draws: (S, D) or (chains, S, D) draws from the coreset posterior pi_w, or a `Posterior`
         (`cj.sample(..., weights=cs)`); None takes `coreset.info["samples"]` (Coreset MCMC's own draws).
       chunk_size: rows per step of the pass (default: about 64 MiB of log-likelihoods per step).
-      precision: "float64" (default) evaluates every log-likelihood in float64 for this call; "float32"
-        evaluates the full-data term in float32 (the coreset's term stays float64), good to about
-        1e-7 |L_n| sqrt(N) nats in r: at N = 10^6 logistic and Poisson rows (D = 10) it was 3.2-3.8x faster
-        on the CPU, its r erred by 7e-5 nat (sd), and the KL estimates agreed to 3 digits
-        (benchmarks/investigations/certify_precision.py). Rows of one value repeated many times add their
-        rounding linearly, not as sqrt(N).
+      precision: "auto" (default), "float64" or "float32". "float64" evaluates every log-likelihood in float64
+        for this call. "float32" evaluates the full-data term in float32 (the coreset's term stays float64),
+        good to about 1e-7 |L_n| sqrt(N) nats in r: at N = 10^6 logistic and Poisson rows (D = 10) it was
+        3.2-3.8x faster on the CPU, its r erred by 7e-5 nat (sd), and the KL estimates agreed to 3 digits
+        (benchmarks/investigations/certify_precision.py); but rows of one value repeated many times add their
+        rounding linearly, not as sqrt(N). "auto" is float64 where N x S is below `passes.AUDIT_MIN_WORK`
+        (2^27) and for chunked sources; above, it takes the float32 pass and checks it against a float64
+        pass at 32 of the draws, and keeps it only when its error is at most 1e-3 nat on every r_s and moves
+        the KL estimate by less than its Monte Carlo error (or 1e-6 nat); otherwise it redoes the pass in
+        float64 (`passes.audited_log_ratio`). `cert.precision` and `cert.precision_note` say which was used.
       probs: levels of the corrected quantiles.
 
     Returns:
@@ -126,8 +131,11 @@ def certify(model: Model, data: Any, coreset: Any, draws: Any = None, *, chunk_s
     start = time.perf_counter()
     draws = _as_draws(draws, coreset)
     flat = draws.reshape(-1, draws.shape[-1])
+    how = PassPrecision(precision)
     if _streamed(data, chunk_size):
-        r, zero, n = streamed_log_ratio(model, data, coreset, flat, chunk_size, precision)
+        if precision == "auto":  # an audit would read the source a second time
+            how = PassPrecision("float64", None, "float64: a chunked source is read once, so it is not audited")
+        r, zero, n = streamed_log_ratio(model, data, coreset, flat, chunk_size, how.precision)
         _check_coreset(coreset, n)
     else:
         n = _checks.check_model_data(model, data)
@@ -137,11 +145,16 @@ def certify(model: Model, data: Any, coreset: Any, draws: Any = None, *, chunk_s
             raise ValueError("coreset: it was built on other data (the digest of the data it records differs "
                              "from this data's); a certificate compares a coreset with its own data")
         _checks.check_theta(model, data, flat, "draws")
-        r, zero = log_ratio(model, data, coreset, flat, chunk_size=chunk_size, precision=precision)
+        if precision == "auto":
+            r, zero, how = audited_log_ratio(model, data, coreset, flat, chunk_size=chunk_size)
+        else:
+            r, zero = log_ratio(model, data, coreset, flat, chunk_size=chunk_size, precision=precision)
     if zero:
         warnings.warn(f"certify: the full-data log-likelihood is -inf at {zero} of {r.size} draws; they get "
                       "importance weight 0", RuntimeWarning, stacklevel=caller.stacklevel())
-    return from_log_ratio(r, draws, model=model, probs=probs, time_s=time.perf_counter() - start)
+    cert = from_log_ratio(r, draws, model=model, probs=probs, time_s=time.perf_counter() - start)
+    return dataclasses.replace(cert, precision=how.precision, precision_error=how.error,
+                               precision_note=how.note or how.precision)
 
 
 def warn_if_unreliable(cert: Certificate, where: str) -> None:
