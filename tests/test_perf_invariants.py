@@ -124,3 +124,41 @@ def test_frank_wolfe_small_cache_evicts_and_stays_exact():
         plain = cj.build(jnp.asarray(V), 200, "frank_wolfe", compress=False)
         np.testing.assert_allclose(np.asarray(tiny.dense(2000)), np.asarray(plain.dense(2000)), rtol=1e-8,
                                    atol=1e-8)
+
+
+@pytest.mark.parametrize("candidate_rows", [None, 400])
+def test_coreset_prefetches_its_solver_and_its_call_uses_that_executable(monkeypatch, candidate_rows):
+    """cj.coreset starts compiling its solver in a background thread while the projection runs
+    (`compilation.prefetch`). The solver's call must then find that executable, not compile a second one, and
+    the coreset must be the one built without the prefetch."""
+    from coresets_jax import compilation
+
+    started = []
+    real = compilation.prefetch
+    monkeypatch.setattr(compilation, "prefetch", lambda *a, **k: started.append(a) or real(*a, **k))
+    monkeypatch.setattr(compilation.os, "cpu_count", lambda: 2)
+    ds = cj.data.synthetic_logistic(jax.random.key(0), 1500)
+    model, size = cj.models.logistic_regression(), 23  # a size no other test compiles
+    solve = construct._compiled_build(cj.registry.resolve("omp"), size, ())
+    before = solve._cache_size()
+    kwargs = dict(size=size, method="omp", key=jax.random.key(4), num_features=37, candidate_rows=candidate_rows)
+    cs = cj.coreset(model, ds.train, **kwargs)
+    assert len(started) == 1 and started[0][0] is solve
+    assert solve._cache_size() - before == 1  # compiled once, in the thread; the call hit it
+    monkeypatch.setattr(compilation, "PREFETCH", False)
+    again = cj.coreset(model, ds.train, **kwargs)
+    np.testing.assert_array_equal(np.asarray(cs.indices), np.asarray(again.indices))
+    np.testing.assert_array_equal(np.asarray(cs.weights), np.asarray(again.weights))
+
+
+def test_no_prefetch_where_the_solver_may_run_on_a_compressed_v(monkeypatch):
+    """GIGA may compress V ("auto"), which changes the solver's input shape: no background compilation."""
+    from coresets_jax import compilation
+
+    started = []
+    monkeypatch.setattr(compilation, "prefetch", lambda *a, **k: started.append(a) or compilation.Prefetched())
+    ds = cj.data.synthetic_logistic(jax.random.key(0), 600)
+    cj.coreset(cj.models.logistic_regression(), ds.train, size=10, method="giga", num_features=20)
+    assert started == []
+    cj.coreset(cj.models.logistic_regression(), ds.train, size=10, method="giga", num_features=20, compress=False)
+    assert len(started) == 1

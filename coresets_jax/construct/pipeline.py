@@ -23,7 +23,7 @@ from ..registry import resolve
 from .posterior import compiled_coreset_fn, default_start, resolve_pi_hat, start_from
 from . import auto_size as _auto_size
 from .memory import check_fits
-from .vectors import build, build_checked, check_finite_result, key_data, key_for, on_full_rows
+from .vectors import build, build_checked, prefetch_build, check_finite_result, key_data, key_for, on_full_rows
 from ..compilation import full_precision
 from ..core import caller
 
@@ -128,11 +128,18 @@ def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = N
                construction.check_options({k: v for k, v in options.items()
                                            if k not in ("refit", "compress", "compress_tol")}))
     approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
+    # the solver compiles on one core while the projection passes over the data on the others
+    prefetched = None
+    if _mesh.leading_mesh(data) is None:
+        v_dtype = _projection.check_dtype(dtype)
+        prefetched = prefetch_build(construction, size, options, (n if candidates is None else candidates,
+                                                                  num_features), v_dtype, key_solve,
+                                    None if candidates is None else jnp.promote_types(v_dtype, jnp.float32))
     V, stats, target, picked = _vectors(model, data, approx, key_theta, key_proj, norm, num_features, dtype,
                                         candidates, n)
     compress, compress_tol = options.pop("compress", "auto"), options.pop("compress_tol", 3e-3)
     cs = build_checked(V, stats, size, construction, key_solve, compress, compress_tol, options, target=target,
-                       rows=picked, n_total=n)
+                       rows=picked, n_total=n, prefetched=prefetched)
     cs = Coreset(cs.indices, cs.weights, cs.info, cs.method,
                  dict(cs.settings, norm=norm, num_features=num_features, key=key_data(key),
                       data_digest=_io.digest(data)))

@@ -22,7 +22,9 @@ from ..registry import Construction, resolve
 from ..solvers.base import make_problem, run
 from ..solvers.ops import refit_support
 from ..core import compiled as _compiled_fns
+from .. import compilation as _compilation
 from ..compilation import full_precision, full_precision_factory
+from ..features.compress import AUTO_METHODS
 
 __all__ = ["as_key", "build", "build_checked", "build_fn", "check_finite_result", "finish", "key_data", "key_for",
            "on_full_rows", "relative_error", "rescaled"]
@@ -187,9 +189,32 @@ def build(V: Any, size: int, method: Any = "frank_wolfe", key: Optional[jax.Arra
     return build_checked(V, stats, size, construction, key, compress, compress_tol, options)
 
 
+def prefetch_build(construction: Construction, size: int, options: dict, shape: tuple, dtype, key: jax.Array,
+                   target_dtype=None) -> _compilation.Prefetched:
+    """Start compiling the solver program that `build_checked` will run on a V of `shape` and `dtype` (with a
+    target of `target_dtype` for candidate rows), while the caller computes V (`compilation.prefetch`). Only
+    where `build_checked` cannot compress V, whose shape would then differ: with a target, or where
+    `compress` is False, or a method that "auto" never compresses."""
+    compress = options.get("compress", "auto")
+    can_compress = target_dtype is None and not construction.random and (
+        compress is True or (compress == "auto" and construction.name in AUTO_METHODS))
+    if can_compress:
+        return _compilation.Prefetched()
+    solver_options = {k: v for k, v in options.items() if k not in ("refit", "compress", "compress_tol")}
+    opts = construction.check_options(solver_options)
+    if _validate.check_bool(options.get("refit", False), "refit"):
+        opts = opts + (("refit", True),)
+    solve = _compiled_build(construction, size, opts)
+    args = (jax.ShapeDtypeStruct(shape, dtype), key_for(construction, key))
+    if target_dtype is not None:
+        args += (jax.ShapeDtypeStruct(shape[1:], target_dtype),)
+    return _compilation.prefetch(solve, *args)
+
+
 def build_checked(V, stats, size, construction, key, compress, compress_tol, options, *, target=None,
-                  rows=None, n_total=None) -> Coreset:
-    """`build` after V's checks: `stats` is `projection.matrix_stats(V)`, from the caller's own pass.
+                  rows=None, n_total=None, prefetched=None) -> Coreset:
+    """`build` after V's checks: `stats` is `projection.matrix_stats(V)`, from the caller's own pass;
+    `prefetched`, the solver's compilation started by `prefetch_build` (waited for before the solver runs).
 
     With candidate rows (`cj.coreset(..., candidate_rows=R)`), V holds the R rows `rows` of a larger data
     set of `n_total` rows and `target` is that set's sum_n v_n: the solver fits `target` from V's rows, without
@@ -210,6 +235,8 @@ def build_checked(V, stats, size, construction, key, compress, compress_tol, opt
     with _mesh.data_mesh(V):  # a sharded V is factored where it lives (compress.py): never gathered
         packed = _maybe_compress(V, construction, size, options, compress, compress_tol)
     solve = _compiled_build(construction, size, opts + ((("refit", True),) if refit else ()))
+    if prefetched is not None:
+        prefetched.wait()
     V_solve = V if packed is None else packed.A
     with _mesh.data_mesh(V_solve):  # V sharded along N: trace under its mesh (no-op otherwise)
         cs = solve(V_solve, key) if target is None else solve(V_solve, key, target)
@@ -271,7 +298,6 @@ def _errors_on_v_and_a(V, target, A, indices, weights):
     return error(V, target), error(A, jnp.sum(A.astype(target.dtype), axis=0))
 
 
-@_compiled_fns.jit
 @_compiled_fns.jit
 def _full_error(V, target, indices, weights):
     """Relative error on the uncompressed V, reading only its support rows."""

@@ -31,7 +31,7 @@ from ..solvers.base import column_sum
 from ..solvers.least_squares import two_sum
 from ..compilation import full_precision, full_precision_factory
 
-__all__ = ["NORMS", "SUM_CHUNK", "auto_num_features", "candidate_features", "feature_sum_fn", "features",
+__all__ = ["NORMS", "SUM_CHUNK", "auto_num_features", "candidate_features", "check_dtype", "feature_sum_fn", "features",
            "leverage_scores", "matrix_stats", "project", "project_fn"]
 
 NORMS = ("fisher", "l2", "centered")
@@ -154,7 +154,7 @@ def project(model: Model, data: Any, thetas: Array, norm: str = "fisher", key: O
         raise ValueError(f"thetas: expected shape (J, D) with J >= 1, got {thetas.shape}")
     _validate.check_finite(thetas, "thetas")
     _checks.check_theta(model, data, thetas, "thetas", ndim=2)
-    dtype = _check_dtype(dtype)
+    dtype = check_dtype(dtype)
     key = _validate.check_key(key) if norm == "fisher" else None  # the other norms draw nothing
     chunk_size = _chunk(chunk_size, thetas.shape, n)
     compute = jnp.promote_types(dtype, jnp.float32)
@@ -181,7 +181,7 @@ def features(model: Model, data: Any, approx: Any, key_theta: Array, key_proj: A
     programs, where the draws, the coordinates, the features and their checks were eleven.
     Validated as `project` is (the caller has checked the model and data)."""
     n = _validate.num_rows(data)
-    dtype = _check_dtype(dtype)
+    dtype = check_dtype(dtype)
     if not isinstance(approx, GaussianApproximation) or _mesh.leading_mesh(data) is not None:
         V = project(model, data, approx.sample(key_theta, num_features), norm, key_proj, dtype=dtype)
         return V, matrix_stats_jit(V)
@@ -234,7 +234,8 @@ def _project_checked(model: Model, data: Any, thetas: Array, coords: Array, norm
     return V, matrix_stats(V)
 
 
-def _check_dtype(dtype):
+def check_dtype(dtype):
+    """The projection dtype (float32 for None), or ValueError: not floating, or float64 without x64."""
     dtype = jnp.dtype(jnp.float32 if dtype is None else dtype)
     if not jnp.issubdtype(dtype, jnp.floating):
         raise ValueError(f"dtype: expected a floating dtype, got {dtype}")
@@ -314,7 +315,7 @@ def candidate_features(model: Model, data: Any, thetas: Array, key_proj: Array, 
     key of `features(...)`, V_R holds rows of its V. Cost: the features of R rows plus one streamed pass over
     N rows for the sum (`feature_sum_fn`)."""
     n = _validate.num_rows(data)
-    dtype = _check_dtype(dtype)
+    dtype = check_dtype(dtype)
     key = key_proj if norm == "fisher" else None
     V = project(model, take_data(data, rows), thetas, norm, key, dtype=dtype)
     compute = jnp.dtype(jnp.promote_types(dtype, jnp.float32))
