@@ -112,7 +112,7 @@ def certify(model: Model, data: Any, coreset: Any, draws: Any = None, *, chunk_s
         rounding linearly, not as sqrt(N). "auto" is float64 where N x S is below `passes.AUDIT_MIN_WORK`
         (2^27) and for chunked sources; above, it takes the float32 pass and checks it against a float64
         pass at 32 of the draws, and keeps it only when its error is at most 1e-3 nat on every r_s and moves
-        the KL estimate by less than its Monte Carlo error (or 1e-6 nat); otherwise it redoes the pass in
+        the KL estimate by less than its Monte Carlo error (or 1e-4 nat); otherwise it redoes the pass in
         float64 (`passes.audited_log_ratio`). `cert.precision` and `cert.precision_note` say which was used.
       probs: levels of the corrected quantiles.
 
