@@ -456,6 +456,27 @@ def table_tf32_emulation(with_commit: bool) -> str:
                               + provenance(data, "tf32_emulation", with_commit)])
 
 
+def table_certify_precision(with_commit: bool) -> str:
+    """The certificate's pass in float64, float32 and "auto" (benchmarks/investigations/certify_precision.py)."""
+    data = _load("certify_precision")
+    lines = ["| problem | N | float64 s | float32 s | auto s | auto used | KL float64 | KL float32 | KL auto "
+             "| float32 error of r (sd, max) | auto's error bound |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in data["rows"]:
+        if row.get("skipped"):
+            continue
+        a = row["auto"]
+        lines.append(f"| {row['model']} | {row['N']:.0e} | {row['float64']['seconds']:.2f} | "
+                     f"{row['float32']['seconds']:.2f} | {a['seconds']:.2f} | {a['used']} | {_fmt(row['float64']['kl'], 4)} "
+                     f"| {_fmt(row['float32']['kl'], 4)} | {_fmt(a['kl'], 4)} | {_fmt(row['error_sd'], 2)}, "
+                     f"{_fmt(row['error_max'], 2)} nat | {_fmt(a['error_bound'], 2)} nat |")
+    lines += ["", "OMP coreset (M = 100 on 100,000 candidate rows), NUTS 2 x (400 + 400) draws, then `cj.certify` "
+              "at each precision, the second (compiled) call timed. logistic10 and poisson10 are vs_peers' "
+              "synthetic NumPyro models; biketrips_large and airportdelays_large are the real files tiled to N "
+              "rows (each row repeated about N / N_file times) with the built-in Poisson regression. Errors are "
+              "of the centred log ratios against float64's. " + provenance(data, "certify_precision", with_commit)]
+    return "\n".join(lines)
+
+
 TABLES: dict[str, Callable[[bool], str]] = {
     "cold_start": table_cold_start,
     "certify": table_certify,
@@ -484,6 +505,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "auto_size": table_auto_size,
     "greedy_path": table_greedy_path,
     "cold_path_quality": table_cold_path_quality,
+    "certify_precision": table_certify_precision,
     "float32_chains": table_float32_chains,
     "gpu_nuts": table_gpu_nuts,
     "gpu_loop": table_gpu_loop,
