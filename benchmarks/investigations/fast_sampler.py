@@ -1,11 +1,12 @@
-"""`cj.sample` on a coreset: its sampler compiled fast (`compilation.FAST_COMPILE`) against XLA's defaults.
+"""`cj.sample` on a coreset: its sampler compiled fast (`compilation.FAST_COMPILE`, set as
+`compilation.LOOP_COMPILE`) against XLA's defaults. Result: not adopted (benchmarks/README.md).
 
 A coreset's chains evaluate M rows per density evaluation, so on a CPU their first call is mostly compilation
 (3.4 s of 3.5 s for NUTS at M = 100, D = 10). FAST_COMPILE (XLA backend optimisation level 0, LLVM without its
 expensive passes) compiles faster and runs slower. This measures both on coresets of several models, each
 variant in a fresh process with an empty compilation cache (the two alternating in every repeat):
 - `first_s`: the first `cj.sample` (compilation included), `second_s`: the same call again (compiled);
-- `work`: chains x (warm-up + draws) x M x D, the proxy `inference.sample.FAST_SAMPLER_WORK` reads;
+- `work`: chains x (warm-up + draws) x M x D, a proxy for the run's size;
 - the draws' mean and sd, to show the variants sample the same posterior (their difference in sd units).
 The coresets: OMP on vs_peers' NumPyro logistic and Poisson models (D = 10, N = 20,000) at M = 100, 300 and
 1,000; the shared real files phishing (logistic, D = 11) and biketrips_large (Poisson, D = 9) at M = 100 with
@@ -39,11 +40,8 @@ os.environ["CORESETS_JAX_PROGRESS"] = "0"
 import numpy as np
 import jax
 import coresets_jax as cj
-import importlib
-_sample = importlib.import_module("coresets_jax.inference.sample")
 import common, vs_peers
 problem, variant, data_dir = sys.argv[1], sys.argv[2], sys.argv[3]
-_sample.FAST_SAMPLER_WORK = float("inf") if variant == "fast" else -1
 warnings.simplefilter("ignore")
 name, m = problem.rsplit("_m", 1)
 if name in ("logistic10", "poisson10"):
@@ -58,6 +56,8 @@ else:
     data = (jax.device_put(ds.X), jax.device_put(ds.y))
 key = jax.random.key(0)
 cs = cj.coreset(model, data, size=int(m), method="omp", key=key)
+if variant == "fast":  # the sampler is a loop program (`compilation.loop_jit_options`)
+    cj.compilation.LOOP_COMPILE.update(cj.compilation.FAST_COMPILE)
 times = []
 for _ in range(2):
     t = time.perf_counter()

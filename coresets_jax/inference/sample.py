@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import progress as _progress
-from ..compilation import FAST_COMPILE, fast_jit, loop_jit_options
+from ..compilation import fast_jit, loop_jit_options
 from ..core import Model, initial_theta, weighted_log_density
 from ..core import checks as _checks
 from ..core import validate as _validate
@@ -51,7 +51,7 @@ def trace_count() -> int:
 
 @functools.lru_cache(maxsize=64)
 def _compiled(model: Model, method: str, num_samples: int, num_warmup: int, num_chains: int, thin: int,
-              settings: tuple, show_progress: bool, out_dtype: Optional[str] = None, fast: bool = False):
+              settings: tuple, show_progress: bool, out_dtype: Optional[str] = None):
     # `show_progress` is part of the cache key: a sampler compiled with progress off holds no callbacks.
     run = sample_fn(model, method, num_samples=num_samples, num_warmup=num_warmup, num_chains=num_chains,
                     thin=thin, show_progress=show_progress, **dict(settings))
@@ -65,15 +65,7 @@ def _compiled(model: Model, method: str, num_samples: int, num_warmup: int, num_
             samples, stats = _to_dtype((samples, stats), jnp.dtype(out_dtype))
         return samples, stats, finite
 
-    # a loop of kernel steps; compiled fast where its whole run is small work (FAST_SAMPLER_WORK)
-    return _compiled_fns.jit(traced, **({"compiler_options": dict(FAST_COMPILE)} if fast else loop_jit_options()))
-
-
-# Density evaluations x rows x D (num_chains (num_warmup + thin num_samples) M D, one evaluation per step as
-# a proxy) up to which the sampler is compiled fast (`compilation.FAST_COMPILE`, LLVM without its expensive
-# passes): on a coreset the chains then run about twice as long, tenths of a second, and compile 0.5-0.9 s
-# faster (benchmarks/investigations/fast_sampler.py). Above it XLA's defaults: the run time matters.
-FAST_SAMPLER_WORK = 1 << 22
+    return _compiled_fns.jit(traced, **loop_jit_options())  # a loop of kernel steps
 
 
 # Rows x D^2 up to which the starting-point program is compiled fast (`compilation.FAST_COMPILE`): its
@@ -193,10 +185,9 @@ def _run_chains(model, rows, w, key, method, num_samples, num_warmup, num_chains
                       RuntimeWarning, stacklevel=caller.stacklevel())
     init_time = time.perf_counter() - t0
 
-    work = num_chains * (num_warmup + thin * num_samples) * w.shape[0] * theta.shape[-1]
     run = _compiled(model, method, num_samples, num_warmup, num_chains, thin,
                     tuple(sorted(settings.items())), _progress.is_enabled(),
-                    None if out_dtype is None else jnp.dtype(out_dtype).name, work <= FAST_SAMPLER_WORK)
+                    None if out_dtype is None else jnp.dtype(out_dtype).name)
     before = trace_count()
     t0 = time.perf_counter()
     samples, stats, finite = run(k_run, rows, w, init_positions, init_cov)
