@@ -25,10 +25,9 @@ measured to be as good as float64: the full-data term is passed again in float64
 (the largest r, which carry the most importance weight, and others spread over the run), and the float32 r is
 kept when its error there, centred (a shared constant cancels in r), is small in two senses: at most
 AUDIT_MAX_ERROR nats on any r_s, and moving the KL estimate by less than its own Monte Carlo error or
-AUDIT_KL_FLOOR (1e-4 nat). The error
-bound is max(max |e|, 4 sd(e)) over the audited draws, an estimate for all S (4 sd covers the largest of
-thousands of Gaussian errors); the KL moves by at most bound * sum_s |p_s - 1/S|, p = softmax(r), because
-log-mean-exp(r) - mean(r) has gradient p - 1/S. Otherwise, or where float32 reads any log-likelihood as not
+AUDIT_KL_FLOOR (1e-4 nat). The error bound is max(max |e|, 4 sd(e)) over the audited draws, an estimate for
+all S (4 sd covers the largest of thousands of Gaussian errors); the KL moves by at most
+bound * sum_s |p_s - 1/S|, p = softmax(r), because log-mean-exp(r) - mean(r) has gradient p - 1/S. Otherwise, or where float32 reads any log-likelihood as not
 finite, the whole pass is redone in float64. Rows that repeat one value add their rounding linearly (N eps
 |L_n|, not sqrt(N) eps |L_n|): this is the case the audit catches. Below AUDIT_MIN_WORK (N x S) the float64
 pass is cheap, and "auto" is float64.
@@ -52,8 +51,9 @@ from ..core import validate as _validate
 from ..features.projection import default_chunk
 from ..core.mesh import leading_mesh
 
-__all__ = ["AUDIT_DRAWS", "AUDIT_MAX_ERROR", "AUDIT_MIN_WORK", "PRECISIONS", "PassPrecision", "audited_log_ratio",
-           "combine", "coreset_term", "full_term", "log_ratio", "pass_draws", "precision_scope"]
+__all__ = ["AUDIT_DRAWS", "AUDIT_KL_FLOOR", "AUDIT_MAX_ERROR", "AUDIT_MIN_WORK", "PRECISIONS", "PassPrecision",
+           "audit_draws", "audited_log_ratio", "combine", "coreset_term", "full_term", "kl_shift_bound", "log_ratio",
+           "pass_draws", "precision_scope"]
 
 Array = jax.Array
 PRECISIONS = ("auto", "float64", "float32")
@@ -276,9 +276,11 @@ def audited_log_ratio(model: Model, data: Any, coreset: Any, draws: np.ndarray, 
         r32, zero = combine(full32, flags32, core, core_flags)
         picked = audit_draws(r32)
         full64, flags64 = full_term(model, data, thetas[picked], reference, chunk_size)
-    error = (full32[picked] - full64) if not np.any(flags64) else np.full(picked.size, np.inf)
-    error = error - np.mean(error)  # a constant shared by every draw cancels in r
-    bound = float(max(np.max(np.abs(error)), 4.0 * np.std(error, ddof=1))) if picked.size > 1 else math.inf
+    bound = math.inf  # float64 not finite where float32 was, or too few draws to estimate a spread
+    if not np.any(flags64) and picked.size > 1:
+        error = full32[picked] - full64
+        error = error - np.mean(error)  # a constant shared by every draw cancels in r
+        bound = float(max(np.max(np.abs(error)), 4.0 * np.std(error, ddof=1)))
     shift, kl_se = kl_shift_bound(r32, bound) if np.isfinite(bound) else (math.inf, 0.0)
     if bound <= AUDIT_MAX_ERROR and shift <= max(kl_se, AUDIT_KL_FLOOR):
         return r32, zero, PassPrecision("float32, audited", bound,
