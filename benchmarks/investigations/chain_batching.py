@@ -4,7 +4,7 @@ Batching a NUTS chain batches its trajectory's while loops: JAX traces them to a
 a mask per chain, so a coreset's first `cj.sample` is mostly that. Batched chains share each pass over the
 rows, which pays when a density evaluation reads many rows. This measures both on NUTS, 2 chains x (400 +
 400), each variant in a fresh process with an empty compilation cache (alternating in every repeat):
-- on OMP coresets of vs_peers' NumPyro logistic model (D = 10, N = 20,000) at M = 100, 300, 1,000, 3,000;
+- on OMP coresets of vs_peers' NumPyro logistic model (D = 10, N = 20,000) at M = 100, 300 and 1,000;
 - on the full data of the same model (weights None) at N = 2,000, 5,000 and 20,000;
 recording the first call (compilation included), the compiled second call, rows x D (the quantity
 `inference.driver.SEQUENTIAL_CHAINS_MAX_WORK` bounds) and the draws' mean and sd.
@@ -23,8 +23,7 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
 import common  # noqa: E402
 
-PROBLEMS = ("coreset_m100", "coreset_m300", "coreset_m1000", "coreset_m3000", "full_n2000", "full_n5000",
-            "full_n20000")
+PROBLEMS = ("coreset_m100", "coreset_m300", "coreset_m1000", "full_n2000", "full_n5000", "full_n20000")
 QUICK_PROBLEMS = ("coreset_m100",)
 VARIANTS = ("vmap", "sequential")
 
