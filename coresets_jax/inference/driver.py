@@ -52,7 +52,8 @@ SEQUENTIAL_CHAINS_MAX_WORK = 1 << 18
 
 def sequential_chains(num_rows: int, dim: int) -> bool:
     """Whether `sample_fn`'s chains run one after another (`lax.map`) instead of batched (`vmap`): on a CPU,
-    for a density evaluation of at most SEQUENTIAL_CHAINS_MAX_WORK rows x D."""
+    for a density evaluation of at most SEQUENTIAL_CHAINS_MAX_WORK rows x D (and, in `sample_fn`, a run below
+    PROGRESS_MIN_WORK, whose progress bar counts the batched steps)."""
     return jax.default_backend() == "cpu" and num_rows * dim <= SEQUENTIAL_CHAINS_MAX_WORK
 
 
@@ -267,7 +268,8 @@ def sample_fn(model: Model, method: str = "nuts", *, num_samples: int, num_warmu
                           show_progress and _progress.is_enabled() and work >= PROGRESS_MIN_WORK)
         tuning0 = _kernels.initial_tuning(method, init_cov, settings)
         keys = jax.random.split(key, init_positions.shape[0])
-        if sequential_chains(num_rows, init_positions.shape[1]):
+        # runs long enough to show progress stay batched, so turning progress on or off never changes the draws
+        if work < PROGRESS_MIN_WORK and sequential_chains(num_rows, init_positions.shape[1]):
             return jax.lax.map(lambda a: chain(a[0], a[1], tuning0), (keys, init_positions))
         return jax.vmap(chain, in_axes=(0, 0, None))(keys, init_positions, tuning0)
 
