@@ -49,23 +49,27 @@ Array = jax.Array
 _CLOSED_FORM_CHECKED_SAMPLES = 4
 
 
-def auto_num_features(dim: int, size: Optional[int] = None, *, per_dim: int = 8, minimum: int = 32,
+def auto_num_features(dim: int, size: Optional[int] = None, *, per_dim: int = 16, minimum: int = 64,
                       maximum: int = 500) -> int:
-    """A projection dimension J from the parameter dimension D (an option; `cj.coreset`'s default stays J = 500).
+    """The projection dimension J that `cj.coreset` uses by default (num_features=None).
 
-    J = min(maximum, max(minimum, per_dim * D)): the log-likelihood's variation over pi_hat is that of a
-    function of D parameters, so J grows with D, not with N. `size` (M) is accepted for rules that also read
-    the coreset size and is unused by this one; note that a greedy solver's non-negative least-squares fit on J
-    features keeps at most about J points, so J < M caps the number of points (measured in
-    benchmarks/investigations/cold_path.py --quality). The projection's time and V's memory are linear in J.
+    J = min(maximum, max(minimum, per_dim * D, M)): the log-likelihood's variation over pi_hat is that of a
+    function of D parameters (to second order, D (D + 3) / 2 coefficients), so J grows with D, not with N;
+    and a greedy solver's non-negative least-squares fit on J features keeps at most about J points, so J is
+    at least the size M asked for (up to `maximum`, the earlier fixed default). `size=None` (the automatic
+    size, whose M is not known yet) drops that term. The projection's time, V's memory and each solver pass
+    are linear in J. Chosen in benchmarks/investigations/default_features.py (J = 500 against this rule on
+    the model suite's problems with D < 32 and the real data sets, OMP, A-IHT II and GIGA at M = 100 and
+    300); earlier, 8 D gave certificate KLs 10-1000x larger (benchmarks/results/cold_path_quality.json).
     """
     dim = _validate.check_positive_int(dim, "dim")
-    if size is not None:
-        _validate.check_positive_int(size, "size")
     per_dim = _validate.check_positive_int(per_dim, "per_dim")
     minimum = _validate.check_positive_int(minimum, "minimum")
     maximum = _validate.check_positive_int(maximum, "maximum")
-    return int(min(maximum, max(minimum, per_dim * dim)))
+    floor = max(minimum, per_dim * dim)
+    if size is not None:
+        floor = max(floor, _validate.check_positive_int(size, "size"))
+    return int(min(maximum, floor))
 
 
 def _datum_features(model: Model, norm: str, thetas: Array, coords: Array):

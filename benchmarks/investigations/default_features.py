@@ -1,0 +1,132 @@
+"""The default projection dimension J: a fixed 500 against J grown from D and M (issue 36, part 2).
+
+`cj.coreset`'s projection dimension was J = 500 whatever the model. Every solver pass, V's memory and the
+projection are linear in J, and at N = 1e6 (D = 10) OMP's 200 passes over a 1e6 x 500 V took 7-8 s of a
+cold route of 20 s. The candidate rule is `cj.features.projection.auto_num_features(D, M)`:
+J = min(500, max(64, 16 D, M)). It changes J only where 16 D < 500 and M < 500, so this runs the model suite
+of benchmarks/models.py on its problems with D < 32 (Gaussian location D = 20 in closed form, the NumPyro
+linear regression D = 12, ds1 D = 10, BINARY10 D = 11, the real biketrips_large D = 9 and
+airportdelays_large, the spike and slab with its Gibbs kernel) with both J, for OMP and A-IHT II at M = 100
+and 300 and GIGA at M = 100, with models.py's own metrics against its full-data references: z2 (mean squared
+z of the coreset posterior mean; its noise floor is the reference's own), W1 / floor, the two-moment KL, and
+the certificate's KL. (phishing, D = 68, and Bradley-Terry, D = 50, keep J = 500 under the rule.)
+
+    python benchmarks/investigations/default_features.py [--problems ...] [--trials 3]
+Writes benchmarks/results/default_features.json after every cell (resumable: cells already there are kept).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks/
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import json  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import coresets_jax as cj  # noqa: E402
+from coresets_jax.core.model import initial_theta  # noqa: E402
+import common  # noqa: E402
+import models  # noqa: E402
+
+PROBLEMS = ("gaussian_location", "linear_regression", "ds1", "logistic_binary10", "biketrips_large",
+            "airportdelays_large", "spike_and_slab")
+CELLS = (("omp", 100), ("omp", 300), ("iht2", 100), ("iht2", 300), ("giga", 100))
+QUICK = {"problems": ("ds1",), "cells": (("omp", 100),), "trials": 1}
+
+
+def dimension(problem) -> int:
+    theta = initial_theta(problem["model"], problem["data"])
+    return int(theta.shape[-1])
+
+
+def summarise(rows: list) -> list:
+    """Per (problem, method, M): medians over trials of each metric, J = 500 against the rule."""
+    out = []
+    keys = sorted({(r["problem"], r["method"], r["M"]) for r in rows})
+    for problem, method, m in keys:
+        both = {}
+        for variant in ("J500", "auto"):
+            sel = [r for r in rows if (r["problem"], r["method"], r["M"], r["variant"]) == (problem, method, m,
+                                                                                             variant)]
+            if sel:
+                both[variant] = {k: float(np.median([r[k] for r in sel if k in r] or [np.nan]))
+                                 for k in ("z2", "w1_floor", "kl2", "cert_kl", "points", "construct_s", "J")}
+                both[variant]["trials"] = len(sel)
+        if len(both) == 2:
+            out.append({"problem": problem, "method": method, "M": m, "z2_floor": rows_floor(rows, problem),
+                        **{f"{v}_{k}": val for v, d in both.items() for k, val in d.items()}})
+    return out
+
+
+def rows_floor(rows, problem):
+    return next(r["z2_floor"] for r in rows if r["problem"] == problem)
+
+
+def markdown(table: list) -> str:
+    lines = ["| problem | method | M | J (rule) | z2 J=500 | z2 rule | z2 floor | W1/floor 500 / rule | "
+             "certificate KL 500 / rule | points 500 / rule | build s 500 / rule |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for t in table:
+        lines.append(
+            f"| {t['problem']} | {t['method']} | {t['M']} | {int(t['auto_J'])} | {t['J500_z2']:.2e} | "
+            f"{t['auto_z2']:.2e} | {t['z2_floor']:.1e} | {t['J500_w1_floor']:.2f} / {t['auto_w1_floor']:.2f} | "
+            f"{t['J500_cert_kl']:.1e} / {t['auto_cert_kl']:.1e} | {t['J500_points']:.0f} / {t['auto_points']:.0f} | "
+            f"{t['J500_construct_s']:.1f} / {t['auto_construct_s']:.1f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None, *, quick=None, out_dir=None) -> dict:
+    def extra(p):
+        p.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(models.PROBLEMS))
+        p.add_argument("--data-dir", default=common.DATA_DIR)
+
+    args = common.resolve(argv, quick, out_dir, __doc__, extra)
+    cfg = dict(QUICK) if args.quick else {"problems": args.problems, "cells": CELLS, "trials": args.trials or 3}
+    stem = common.stem("default_features", args.quick)
+    path = os.path.join(args.out, stem + ".json")
+    rows = []
+    if os.path.exists(path) and not args.quick:
+        rows = json.load(open(path)).get("runs", [])
+    done = {(r["problem"], r["method"], r["M"], r["variant"], r["trial"]) for r in rows}
+    result = {"settings": {"problems": list(cfg["problems"]), "cells": [list(c) for c in cfg["cells"]],
+                           "trials": cfg["trials"], "rule": "J = min(500, max(64, 16 D, M))"},
+              "environment": common.environment(), "runs": rows}
+    for name in cfg["problems"]:
+        if args.quick and not os.path.exists(os.path.join(args.data_dir, name + ".npz")):
+            continue
+        problem = models.load_problem(name, args.data_dir)
+        ref = models.reference(name, problem)
+        d = dimension(problem)
+        for trial in range(cfg["trials"]):
+            for method, m in cfg["cells"]:
+                if m >= models.n_rows(problem):
+                    continue
+                for variant in ("J500", "auto"):
+                    if (name, method, m, variant, trial) in done:
+                        continue
+                    j = 500 if variant == "J500" else cj.features.projection.auto_num_features(d, m)
+                    t = time.perf_counter()
+                    row = models.run_one(name, problem, ref, method, m, trial, {"num_features": j}, method)
+                    row.update(variant=variant, J=j, D=d, z2_floor=ref["z2_floor"],
+                               cell_s=time.perf_counter() - t)
+                    rows.append(row)
+                    print(f"{name} D={d} {method} M={m} {variant} J={j} trial {trial}: z2 {row['z2']:.2e} "
+                          f"(floor {ref['z2_floor']:.1e}) cert KL {row.get('cert_kl', np.nan):.2e} points "
+                          f"{row['points']} build {row['construct_s']:.1f} s", flush=True)
+                    result["table"] = summarise(rows)
+                    common.write_json(common.jsonable(result), args.out, stem)
+    result["table"] = summarise(rows)
+    result["table_markdown"] = markdown(result["table"])
+    common.write_json(common.jsonable(result), args.out, stem)
+    print(result["table_markdown"])
+    return result
+
+
+if __name__ == "__main__":
+    main()
