@@ -203,3 +203,16 @@ def test_sample_adds_posterior_quality(tmp_path, capsys):
     assert all((r[8] == "!") == (khat[r[0]] >= 0.7 or kl[r[0]] >= 0.5) for r in rows if kl[r[0]] > 0.01)
     # Both are finite and positive; a 100-point GIGA coreset of 500 rows is closer than noise x 5.
     assert 0 < ratios["giga"] < 5 and ratios["uniform"] > 0
+
+
+def test_num_features_auto_is_the_coreset_default_for_the_largest_size(tmp_path, monkeypatch):
+    # a budget of 600 rows x 50 features stands in for 2^26 entries, so the rule's floor shows:
+    # J = max(64, 16 D, largest M, budget // N) = max(64, 48, 20, 50) = 64 for D = 3
+    monkeypatch.setattr(cj.features.projection, "FEATURE_BUDGET", 600 * 50)
+    cfg = tmp_path / "auto_j.yaml"
+    cfg.write_text("data: {synthetic: logistic, n: 600, seed: 1}\nnum_features: auto\nsizes: [5, 20]\n"
+                   "repeats: 0\nmethods: [giga]\nauto: []\ncertify: false\n")
+    out = tmp_path / "out"
+    assert cli.main(["run", str(cfg), "--out", str(out), "--quiet"]) == 0
+    report = json.loads((out / "results.json").read_text())
+    assert report["dim"] == 3 and report["config"]["num_features"] == 64

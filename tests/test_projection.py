@@ -96,3 +96,52 @@ def test_all_zero_rows_are_excluded_not_divided_by():
         assert np.all(np.isfinite(cs.weights))
         chosen = set(np.asarray(cs.indices)[np.asarray(cs.weights) > 0].tolist())
         assert not chosen & {3, 7}
+
+
+@pytest.mark.parametrize("dim,size,rows,expected", [
+    (10, 100, None, 160), (10, 300, None, 300), (10, None, None, 160), (2, 10, None, 64), (50, 100, None, 500),
+    (9, 2000, None, 500), (31, 1, None, 496),
+    (10, 100, 100_000, 500), (10, 100, 1 << 17, 500), (10, 100, 200_000, 335), (10, 100, 1_000_000, 160),
+    (10, 200, 1_000_000, 200), (2, None, 10_000_000, 64), (50, 100, 10_000_000, 500)])
+def test_default_num_features_follows_the_rule(dim, size, rows, expected):
+    # J = min(500, max(64, 16 D, M, 2^26 // rows)); M and rows drop out when not given
+    assert cj.features.projection.auto_num_features(dim, size, rows) == expected
+
+
+def _pi_hat_dim_model(model):
+    """The logistic model without dim or init_params: D is only known from pi_hat (here, given samples)."""
+    return cj.Model(model.log_likelihood, model.log_prior)
+
+
+def test_coreset_projects_to_the_default_num_features_and_records_it(monkeypatch):
+    ds = cj.data.synthetic_binary(jax.random.key(3), 2000, 10)  # D = 10 (an intercept among the columns)
+    model, key = cj.models.logistic_regression(), jax.random.key(4)
+    dim = int(ds.train[0].shape[1])
+    expected = 16 * dim
+    # small N keeps J = 500 (V far below the budget) ...
+    assert cj.coreset(model, ds.train, 40, "omp", key=key).settings["num_features"] == 500
+    # ... and beyond it J shrinks to the floor; a budget of 2000 rows x 100 features stands in for 2^26
+    monkeypatch.setattr(cj.features.projection, "FEATURE_BUDGET", 2000 * 100)
+    cs, V = cj.coreset(model, ds.train, 40, "omp", key=key, return_vectors=True)
+    assert V.shape == (2000, expected) and cs.settings["num_features"] == expected
+    same = cj.coreset(model, ds.train, 40, "omp", key=key, num_features=expected)  # the rule is just J
+    np.testing.assert_array_equal(np.asarray(cs.indices), np.asarray(same.indices))
+    np.testing.assert_array_equal(np.asarray(cs.weights), np.asarray(same.weights))
+    # a size above 16 D raises J to M, so that the solver may keep M points
+    assert cj.coreset(model, ds.train, 250, "omp", key=key).settings["num_features"] == 250
+    # the automatic size has no M yet: J from D alone
+    assert cj.coreset(model, ds.train, key=key, tol=1.0).settings["num_features"] == expected
+    # D from pi_hat's samples when the model states neither dim nor init_params
+    thetas = cj.laplace(model, ds.train, key=key).sample(jax.random.key(5), 400)
+    bare = cj.coreset(_pi_hat_dim_model(model), ds.train, 40, "omp", key=key, pi_hat=thetas)
+    assert bare.settings["num_features"] == expected
+    # ... and no more features than samples given
+    fewer = cj.coreset(_pi_hat_dim_model(model), ds.train, 40, "omp", key=key, pi_hat=thetas[:64])
+    assert fewer.settings["num_features"] == 64
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, "auto", True])
+def test_num_features_rejects_anything_but_none_or_a_positive_int(bad):
+    ds = cj.data.synthetic_binary(jax.random.key(3), 200, 5)
+    with pytest.raises(ValueError, match="num_features"):
+        cj.coreset(cj.models.logistic_regression(), ds.train, 10, "omp", num_features=bad)

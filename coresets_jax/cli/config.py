@@ -108,6 +108,13 @@ def _size(value, where):
     return _positive_int(value, where)
 
 
+def _features(value, where):
+    """J: a positive integer, or "auto" (`cj.features.projection.auto_num_features` of D and the largest size)."""
+    if value == "auto":
+        return value
+    return _positive_int(value, where)
+
+
 def _list_of(check_item, what: str):
     def check(value, where):
         if not isinstance(value, list) or not value:
@@ -259,7 +266,7 @@ SCHEMA: dict = {
     "model_options": (_mapping, {}, "keyword arguments of your own model's function"),
     "data": (DATA_SCHEMA, None, "the data"),
     "norm": (_choice(NORMS), "fisher", "projection norm"),
-    "num_features": (_positive_int, 500, "J, the projection dimension"),
+    "num_features": (_features, "auto", "J, the projection dimension; auto: as cj.coreset's default, for the largest size"),
     "methods": (_list_of(_choice(method_names), "method names"), None, "construction methods to compare"),
     "method": (_choice(method_names), "frank_wolfe", "the method (when methods is not given)"),
     "baseline": (_choice(method_names), "uniform", "the baseline (when methods is not given)"),

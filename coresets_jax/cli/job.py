@@ -125,6 +125,11 @@ def run_job(config: dict, sample: bool = False, out: Optional[str] = None) -> di
     start = time.perf_counter()
     approx = laplace(model, data, key=key_pi)
     stages["laplace_s"] = time.perf_counter() - start
+    if config["num_features"] == "auto":  # one V for every fixed size: J for the largest of them
+        from ..features.projection import auto_num_features
+        fixed = [m for m in config["sizes"] if m != "auto"]
+        config = dict(config, num_features=auto_num_features(int(approx.mean.shape[-1]),
+                                                             max(fixed) if fixed else None, n))
     _log(f"[2/3] {config['norm']} projection to J = {config['num_features']} features")
     start = time.perf_counter()
     thetas = approx.sample(key_theta, config["num_features"])

@@ -32,7 +32,7 @@ __all__ = ["coreset"]
 
 @full_precision
 def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = None,
-            key: Optional[jax.Array] = None, *, norm: str = "fisher", num_features: int = 500,
+            key: Optional[jax.Array] = None, *, norm: str = "fisher", num_features: Optional[int] = None,
             pi_hat: Any = None, dtype=None, init: Any = None, return_vectors: bool = False,
             support: Any = None, support_rows: Any = None, certify: bool = False, tol: Optional[float] = None,
             candidate_rows: Optional[int] = None, **options):
@@ -54,7 +54,12 @@ def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = N
       key: PRNG key (split for pi_hat, projection and solver); required by the random methods ("uniform",
         "importance" and the posterior-driven ones); the others default to `jax.random.key(0)`.
       norm: "fisher" | "l2" | "centered".
-      num_features: J, the projection dimension.
+      num_features: J, the projection dimension. None (default): `cj.features.projection.auto_num_features(D,
+        M, R)` = min(500, max(64, 16 D, M, 2^26 // R)) for R rows projected (N, or the candidates) and the
+        parameter dimension D (with `tol`, M drops out): 500 while V has at most 2^26 entries (N <= 134,217),
+        then shrinking towards max(64, 16 D, M) as N grows (measured in
+        benchmarks/investigations/default_features.py), at most the number of samples given as pi_hat.
+        `settings["num_features"]` records the J used.
       pi_hat: None or "laplace" (default), "prior", an (S, D) array of samples, or any object with
         `.sample(key, num)` (e.g. `cj.laplace(...)`).
       dtype: projection dtype (float32 default).
@@ -106,7 +111,7 @@ def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = N
     _validate.check_choice(norm, ("fisher", "l2", "centered"), "norm")
     n = _checks.check_model_data(model, data)
     size = _validate.check_size(size, n)
-    num_features = _validate.check_positive_int(num_features, "num_features")
+    num_features = _check_features(num_features)
     support_method = _support.resolve_support(support, construction)
     if support_rows is not None and support_method is None:
         raise ValueError("support_rows: only a posterior-driven method started from a vector method's coreset "
@@ -123,18 +128,28 @@ def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = N
     if construction.needs == "posterior":
         return _posterior(model, data, n, size, construction, opts, key, support_method, rows, pi_hat, init,
                           norm, num_features, dtype, return_vectors)
-    check_fits(construction, size, (n if candidates is None else candidates, num_features),
-               jnp.float32 if dtype is None else dtype, _device_of(data),
-               construction.check_options({k: v for k, v in options.items()
-                                           if k not in ("refit", "compress", "compress_tol")}))
-    approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
-    # the solver compiles on one core while the projection passes over the data on the others
+    dim = _parameter_dim(model, data, pi_hat, init)
+    if num_features is None and dim is not None:
+        num_features = _default_features(dim, size, n if candidates is None else candidates, pi_hat)
+    if num_features is not None:
+        check_fits(construction, size, (n if candidates is None else candidates, num_features),
+                   jnp.float32 if dtype is None else dtype, _device_of(data),
+                   construction.check_options({k: v for k, v in options.items()
+                                               if k not in ("refit", "compress", "compress_tol")}))
+    # the solver compiles on one core while pi_hat and the projection pass over the data on the others
+    # (V's shape and dtype are known before either, unless J waits for pi_hat's dimension)
     prefetched = None
-    if _mesh.leading_mesh(data) is None:
-        v_dtype = _projection.check_dtype(dtype)
-        prefetched = prefetch_build(construction, size, options, (n if candidates is None else candidates,
-                                                                  num_features), v_dtype, key_solve,
-                                    None if candidates is None else jnp.promote_types(v_dtype, jnp.float32))
+    if num_features is not None:
+        prefetched = _prefetch(construction, size, options, data, n, candidates, num_features, dtype, key_solve)
+    approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
+    if num_features is None:  # D from pi_hat itself (a model with neither dim nor init_params)
+        num_features = _default_features(_draw_dim(approx, key_theta), size,
+                                          n if candidates is None else candidates, pi_hat)
+        check_fits(construction, size, (n if candidates is None else candidates, num_features),
+                   jnp.float32 if dtype is None else dtype, _device_of(data),
+                   construction.check_options({k: v for k, v in options.items()
+                                               if k not in ("refit", "compress", "compress_tol")}))
+        prefetched = _prefetch(construction, size, options, data, n, candidates, num_features, dtype, key_solve)
     V, stats, target, picked = _vectors(model, data, approx, key_theta, key_proj, norm, num_features, dtype,
                                         candidates, n)
     compress, compress_tol = options.pop("compress", "auto"), options.pop("compress_tol", 3e-3)
@@ -144,6 +159,60 @@ def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = N
                  dict(cs.settings, norm=norm, num_features=num_features, key=key_data(key),
                       data_digest=_io.digest(data)))
     return (cs, V) if return_vectors else cs
+
+
+def _check_features(num_features: Any) -> Optional[int]:
+    """num_features: None (the rule of `auto_num_features`, resolved once D is known) or a positive int."""
+    if num_features is None:
+        return None
+    if isinstance(num_features, bool) or not isinstance(num_features, (int, np.integer)) or num_features < 1:
+        raise ValueError(f"num_features: expected None (J from D and M, `auto_num_features`) or a positive "
+                         f"integer, got {num_features!r}")
+    return int(num_features)
+
+
+def _parameter_dim(model: Model, data: Any, pi_hat: Any, init: Any) -> Optional[int]:
+    """D without any data pass where it can be read off: samples given as pi_hat, `init`, `model.dim`, or the
+    model's `init_params` (None otherwise: it then comes from pi_hat, `_draw_dim`)."""
+    if pi_hat is not None and not isinstance(pi_hat, str) and not hasattr(pi_hat, "sample") \
+            and np.ndim(pi_hat) == 2:
+        return int(np.shape(pi_hat)[1])
+    if init is not None and np.ndim(init) >= 1:
+        return int(np.shape(init)[-1])
+    if model.dim is not None:
+        return int(model.dim)
+    if model.init_params is not None:
+        try:  # shapes only; an init_params that needs concrete data (NumPy on it) waits for pi_hat
+            return int(jax.eval_shape(model.init_params, data).shape[-1])
+        except Exception:  # noqa: BLE001
+            return None
+    return None
+
+
+def _default_features(dim: int, size: Optional[int], rows: int, pi_hat: Any) -> int:
+    """`auto_num_features(D, M, rows)`, at most the number of samples when pi_hat is given as samples."""
+    j = _projection.auto_num_features(dim, size, rows)
+    if pi_hat is not None and not isinstance(pi_hat, str) and not hasattr(pi_hat, "sample") \
+            and np.ndim(pi_hat) == 2:
+        j = min(j, int(np.shape(pi_hat)[0]))
+    return j
+
+
+def _draw_dim(approx: Any, key: jax.Array) -> int:
+    """D of pi_hat: its mean's length, else one draw's."""
+    mean = getattr(approx, "mean", None)
+    if mean is not None and not callable(mean) and np.ndim(mean) == 1:
+        return int(np.shape(mean)[0])
+    return int(approx.sample(key, 1).shape[-1])
+
+
+def _prefetch(construction, size, options, data, n, candidates, num_features, dtype, key_solve):
+    """`prefetch_build` for V of (rows, J), or None for data sharded over a mesh."""
+    if _mesh.leading_mesh(data) is not None:
+        return None
+    v_dtype = _projection.check_dtype(dtype)
+    return prefetch_build(construction, size, options, (n if candidates is None else candidates, num_features),
+                          v_dtype, key_solve, None if candidates is None else jnp.promote_types(v_dtype, jnp.float32))
 
 
 def resolve_candidates(candidate_rows: Any, n: int, size: int, construction, data: Any, return_vectors: bool,
@@ -219,6 +288,8 @@ def _posterior(model, data, n, size, construction, opts, key, support_method, ro
         approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
         start = start_from(approx, key_theta)
     if support_method is not None:
+        if num_features is None:
+            num_features = _default_features(int(start.mean.shape[-1]), size, rows, pi_hat)
         thetas = approx.sample(key_theta, num_features)
         start_cs, V = _support.support_start(model, data, size, support_method, thetas, key_proj, rows=rows,
                                              build=build, norm=norm, dtype=dtype)
@@ -259,9 +330,18 @@ def _auto(model, data, size, method, key, tol, *, norm, num_features, pi_hat, dt
         raise ValueError("support: only posterior-driven methods take a support; leave it unset with tol=")
     _validate.check_choice(norm, ("fisher", "l2", "centered"), "norm")
     n = _checks.check_model_data(model, data)
-    num_features = _validate.check_positive_int(num_features, "num_features")
-    limit = _auto_size.default_limit(n) if size is None else _validate.check_size(size, n)
+    num_features = _check_features(num_features)
+    key = key_for(construction, key)
+    key_pi, key_theta, key_proj, key_solve = _validate.split_key(key, 4)
     candidates = resolve_candidates(candidate_rows, n, 1, construction, data, return_vectors, options)
+    approx = None
+    if num_features is None:  # no M yet: J from D and the rows alone
+        dim = _parameter_dim(model, data, pi_hat, init)
+        if dim is None:
+            approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
+            dim = _draw_dim(approx, key_theta)
+        num_features = _default_features(dim, None, n if candidates is None else candidates, pi_hat)
+    limit = _auto_size.default_limit(n) if size is None else _validate.check_size(size, n)
     if candidates is not None:  # a size M is searched on at least 4 M candidates
         limit = min(limit, max(1, candidates // _support.MIN_ROWS_PER_POINT))
     shape = (n if candidates is None else candidates, num_features)
@@ -277,9 +357,8 @@ def _auto(model, data, size, method, key, tol, *, norm, num_features, pi_hat, dt
                 break
             except ValueError:
                 limit //= 2
-    key = key_for(construction, key)
-    key_pi, key_theta, key_proj, key_solve = _validate.split_key(key, 4)
-    approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
+    if approx is None:
+        approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
     V, stats, target, picked = _vectors(model, data, approx, key_theta, key_proj, norm, num_features, dtype,
                                         candidates, n)
     compress, compress_tol = options.get("compress", "auto"), options.get("compress_tol", 3e-3)

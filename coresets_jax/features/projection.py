@@ -31,7 +31,7 @@ from ..solvers.base import column_sum
 from ..solvers.least_squares import two_sum
 from ..compilation import full_precision, full_precision_factory
 
-__all__ = ["NORMS", "SUM_CHUNK", "auto_num_features", "candidate_features", "check_dtype", "feature_sum_fn", "features",
+__all__ = ["FEATURE_BUDGET", "NORMS", "SUM_CHUNK", "auto_num_features", "candidate_features", "check_dtype", "feature_sum_fn", "features",
            "leverage_scores", "matrix_stats", "project", "project_fn"]
 
 NORMS = ("fisher", "l2", "centered")
@@ -49,27 +49,42 @@ Array = jax.Array
 _CLOSED_FORM_CHECKED_SAMPLES = 4
 
 
-def auto_num_features(dim: int, size: Optional[int] = None, *, per_dim: int = 16, minimum: int = 64,
-                      maximum: int = 500) -> int:
+# V entries (N x J) up to which the default J stays at its cap: 2^26 (256 MB in float32), N <= 134,217 at J = 500
+FEATURE_BUDGET = 1 << 26
+
+
+def auto_num_features(dim: int, size: Optional[int] = None, rows: Optional[int] = None, *, per_dim: int = 16,
+                      minimum: int = 64, maximum: int = 500, budget: Optional[int] = None) -> int:
     """The projection dimension J that `cj.coreset` uses by default (num_features=None).
 
-    J = min(maximum, max(minimum, per_dim * D, M)): the log-likelihood's variation over pi_hat is that of a
-    function of D parameters (to second order, D (D + 3) / 2 coefficients), so J grows with D, not with N;
-    and a greedy solver's non-negative least-squares fit on J features keeps at most about J points, so J is
-    at least the size M asked for (up to `maximum`, the earlier fixed default). `size=None` (the automatic
-    size, whose M is not known yet) drops that term. The projection's time, V's memory and each solver pass
-    are linear in J. Chosen in benchmarks/investigations/default_features.py (J = 500 against this rule on
-    the model suite's problems with D < 32 and the real data sets, OMP, A-IHT II and GIGA at M = 100 and
-    300); earlier, 8 D gave certificate KLs 10-1000x larger (benchmarks/results/cold_path_quality.json).
+    J = min(maximum, max(minimum, per_dim * D, M, budget // N)):
+    - the floor max(64, 16 D, M): the log-likelihood's variation over pi_hat is that of a function of D
+      parameters (to second order, D (D + 3) / 2 coefficients), so J grows with D; and a greedy solver's
+      non-negative least-squares fit on J features keeps at most about J points, so J is at least the size M
+      asked for;
+    - up to `maximum` = 500 (the earlier fixed default) while V has at most `budget` = 2^26 entries: below that
+      more features cost little, and they lower the coreset's KL. At N rows beyond it, J shrinks towards the
+      floor, because the projection, V's memory and every solver pass are linear in N J (at N = 10^6, D = 10,
+      OMP's 200 passes over V took 7-8 s at J = 500).
+    Measured (benchmarks/investigations/default_features.py, the model suite's problems with D < 32, N up to
+    10^5): at the floor (16 D or M) instead of 500, the certificate's KL rose 2-10x (ds1, OMP, M = 100: 0.017
+    to 0.035), the z2 of the posterior mean mostly within seed noise; so small N keeps 500. At N = 10^6
+    (benchmarks/results/vs_peers_side_by_side.json) the coreset's KL was 6e-5 at J = 160 against 1.3e-5 at
+    500, both far below the Monte Carlo error.
+    `size=None` (the automatic size, whose M is not known yet) and `rows=None` drop their terms; `budget=None`
+    reads FEATURE_BUDGET.
     """
     dim = _validate.check_positive_int(dim, "dim")
     per_dim = _validate.check_positive_int(per_dim, "per_dim")
     minimum = _validate.check_positive_int(minimum, "minimum")
     maximum = _validate.check_positive_int(maximum, "maximum")
-    floor = max(minimum, per_dim * dim)
+    budget = FEATURE_BUDGET if budget is None else _validate.check_positive_int(budget, "budget")
+    j = max(minimum, per_dim * dim)
     if size is not None:
-        floor = max(floor, _validate.check_positive_int(size, "size"))
-    return int(min(maximum, floor))
+        j = max(j, _validate.check_positive_int(size, "size"))
+    if rows is not None:
+        j = max(j, budget // _validate.check_positive_int(rows, "rows"))
+    return int(min(maximum, j))
 
 
 def _datum_features(model: Model, norm: str, thetas: Array, coords: Array):
