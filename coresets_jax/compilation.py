@@ -165,6 +165,24 @@ def prefetch(jitted: Callable, *args: Any, **kwargs: Any) -> Prefetched:
     return Prefetched(thread)
 
 
+def compile_lowered(lowered: Any) -> Prefetched:
+    """Compile an already lowered program (`jitted.lower(...)`, traced in the caller's thread, so a program
+    that traces a user model may use it) in a background thread; the later call at the same shapes finds the
+    executable. The same conditions as `prefetch`."""
+    if not PREFETCH or (os.cpu_count() or 1) < 2:
+        return Prefetched()
+
+    def run():
+        try:
+            lowered.compile()
+        except Exception:  # noqa: BLE001 (the call itself raises it, in the caller's thread)
+            pass
+
+    thread = threading.Thread(target=run, name="coresets_jax-compile", daemon=True)
+    thread.start()
+    return Prefetched(thread)
+
+
 def default_cache_dir() -> Path:
     """The folder the package keeps JAX's compilation cache in: <user cache folder>/coresets_jax/jax."""
     base = os.environ.get("XDG_CACHE_HOME")

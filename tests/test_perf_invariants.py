@@ -151,6 +151,47 @@ def test_coreset_prefetches_its_solver_and_its_call_uses_that_executable(monkeyp
     np.testing.assert_array_equal(np.asarray(cs.weights), np.asarray(again.weights))
 
 
+def test_sample_compiles_its_sampler_in_the_background_once_with_the_same_draws(monkeypatch):
+    """cj.sample traces its sampler in the caller's thread and compiles it on another core while the starting
+    points compile and run (`compilation.compile_lowered`). The run must then find that executable: as many
+    XLA compilations as without the background one (the starting points' program and the sampler), one
+    trace, and the same draws."""
+    import importlib
+
+    from jax._src import monitoring
+
+    from coresets_jax import compilation
+
+    sample_module = importlib.import_module("coresets_jax.inference.sample")  # (the package exports the function)
+    started = []
+    real = compilation.compile_lowered
+    monkeypatch.setattr(compilation, "compile_lowered", lambda lowered: started.append(lowered) or real(lowered))
+    monkeypatch.setattr(compilation.os, "cpu_count", lambda: 2)
+    ds = cj.data.synthetic_logistic(jax.random.key(0), 800)
+    model = cj.models.logistic_regression()
+    cs = cj.coreset(model, ds.train, 20, "omp", key=jax.random.key(1))
+    kwargs = dict(weights=cs, num_samples=37, num_warmup=41, num_chains=2, warn=False)  # counts no other test uses
+    cj.sample(model, ds.train, jax.random.key(2), **kwargs)  # the small eager programs around the two
+    compiles = []
+    listener = lambda name, secs, **kw: compiles.append(name) if name.endswith("backend_compile_duration") else None  # noqa: E731
+    monitoring.register_event_duration_secs_listener(listener)
+    try:
+        results = []
+        for prefetch in (True, False):
+            monkeypatch.setattr(compilation, "PREFETCH", prefetch)
+            sample_module._compiled.cache_clear()
+            sample_module._compiled_init.cache_clear()
+            started.clear(), compiles.clear()
+            traces = sample_module.trace_count()
+            results.append(cj.sample(model, ds.train, jax.random.key(2), **kwargs))
+            assert len(started) == int(prefetch)
+            assert len(compiles) == 2, (prefetch, compiles)  # the starting points and the sampler, once each
+            assert sample_module.trace_count() - traces == 1
+    finally:
+        monitoring.unregister_event_duration_listener(listener)
+    np.testing.assert_array_equal(np.asarray(results[0].samples), np.asarray(results[1].samples))
+
+
 def test_no_prefetch_where_the_solver_may_run_on_a_compressed_v(monkeypatch):
     """GIGA may compress V ("auto"), which changes the solver's input shape: no background compilation."""
     from coresets_jax import compilation

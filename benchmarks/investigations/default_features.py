@@ -11,8 +11,21 @@ and 300 and GIGA at M = 100, with models.py's own metrics against its full-data 
 z of the coreset posterior mean; its noise floor is the reference's own), W1 / floor, the two-moment KL, and
 the certificate's KL. (phishing, D = 68, and Bradley-Terry, D = 50, keep J = 500 under the rule.)
 
+This part measures the floor, which the rule uses only beyond its budget (V of more than 2^26 entries, N >
+134,217 at J = 500): below it, which covers the whole suite and every shared real file, J stays 500.
+
+`--large`: where the rule does shrink J, at N = 10^6: vs_peers.py's logistic and Poisson regression (D = 10,
+NumPyro models) and the real biketrips_large (D = 9) and airportdelays_large (D = 16) tiled to N rows
+(investigations/certify_precision.py's problems), OMP at M = 100 with J = 500 and the rule's J, then NUTS on
+the coreset (2 x (400 + 400), vs_peers' route) and `cj.certify` against all N rows: the certificate's KL and
+its standard error, k-hat, points, relative error, the construction's seconds (its second call: compiled),
+and the largest |difference| of the two coreset posteriors' means in their pooled sd (z between J's).
+No full-data reference exists at this N; the certificate weighs the coreset posterior against all rows.
+
     python benchmarks/investigations/default_features.py [--problems ...] [--trials 3]
-Writes benchmarks/results/default_features.json after every cell (resumable: cells already there are kept).
+    python benchmarks/investigations/default_features.py --large [--trials 2]
+Writes benchmarks/results/default_features.json (and default_features_large.json) after every cell
+(resumable: cells already there are kept).
 """
 
 from __future__ import annotations
@@ -24,6 +37,7 @@ import time
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks/
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "investigations"))
 
 import json  # noqa: E402
 
@@ -81,12 +95,70 @@ def markdown(table: list) -> str:
     return "\n".join(lines)
 
 
+LARGE = ("logistic10", "poisson10", "biketrips_large", "airportdelays_large")
+LARGE_N, LARGE_M = 1_000_000, 100
+DRAWS = {"num_samples": 400, "num_warmup": 400, "num_chains": 2}
+
+
+def large(args) -> dict:
+    """The `--large` part (module docstring)."""
+    import jax
+    import certify_precision
+
+    n = 20_000 if args.quick else LARGE_N
+    problems = ("logistic10",) if args.quick else LARGE
+    trials = 1 if args.quick else (args.trials or 2)
+    stem = common.stem("default_features_large", args.quick)
+    result = {"settings": {"problems": list(problems), "N": n, "M": LARGE_M, "trials": trials, "draws": DRAWS,
+                           "rule": "J = min(500, max(64, 16 D, M, 2^26 // N))"},
+              "environment": common.environment(), "runs": []}
+    for label in problems:
+        made = certify_precision._problem(label, n)
+        if made is None:
+            continue
+        model, data = made
+        d = int(jax.eval_shape(model.init_params, data).shape[-1]) if model.init_params is not None \
+            else int(model.dim)
+        means = {}
+        for trial in range(trials):
+            key = jax.random.key(trial)
+            for variant in ("J500", "rule"):
+                j = 500 if variant == "J500" else cj.features.projection.auto_num_features(d, LARGE_M, n)
+                cs = cj.coreset(model, data, size=LARGE_M, method="omp", key=key, num_features=j)
+                jax.block_until_ready(cs.weights)
+                t = time.perf_counter()
+                cs = cj.coreset(model, data, size=LARGE_M, method="omp", key=key, num_features=j)
+                jax.block_until_ready(cs.weights)
+                build_s = time.perf_counter() - t
+                post = cj.sample(model, data, jax.random.fold_in(key, 1), weights=cs, warn=False, **DRAWS)
+                cert = cj.certify(model, data, cs, post.samples)
+                flat = np.asarray(post.samples, np.float64).reshape(-1, d)
+                means[(trial, variant)] = (flat.mean(0), flat.std(0))
+                row = {"problem": label, "N": n, "D": d, "trial": trial, "variant": variant, "J": j,
+                       "build_s": build_s, "points": int(cs.num_points),
+                       "relative_error": float(cs.info["relative_error"]), "kl": float(cert.kl),
+                       "kl_se": float(cert.kl_se), "khat": float(cert.khat), "verdict": str(cert.verdict)}
+                if variant == "rule":
+                    (m0, s0), (m1, s1) = means[(trial, "J500")], means[(trial, "rule")]
+                    row["max_z_between"] = float(np.max(np.abs(m1 - m0) / np.sqrt(0.5 * (s0 ** 2 + s1 ** 2))))
+                result["runs"].append(row)
+                print(f"{label} N={n} D={d} {variant} J={j} trial {trial}: KL {row['kl']:.2e} +- "
+                      f"{row['kl_se']:.1e} ({row['verdict']}), points {row['points']}, build {build_s:.2f} s"
+                      + (f", z between J's {row['max_z_between']:.3f}" if "max_z_between" in row else ""),
+                      flush=True)
+                common.write_json(common.jsonable(result), args.out, stem)
+    return result
+
+
 def main(argv=None, *, quick=None, out_dir=None) -> dict:
     def extra(p):
         p.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(models.PROBLEMS))
         p.add_argument("--data-dir", default=common.DATA_DIR)
+        p.add_argument("--large", action="store_true", help="the rule at N = 10^6 (module docstring)")
 
     args = common.resolve(argv, quick, out_dir, __doc__, extra)
+    if args.large:
+        return large(args)
     cfg = dict(QUICK) if args.quick else {"problems": args.problems, "cells": CELLS, "trials": args.trials or 3}
     stem = common.stem("default_features", args.quick)
     path = os.path.join(args.out, stem + ".json")

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import progress as _progress
+from .. import compilation as _compilation
 from ..compilation import fast_jit, loop_jit_options
 from ..core import Model, initial_theta, weighted_log_density
 from ..core import checks as _checks
@@ -106,6 +107,20 @@ def _compiled_init(model: Model, num_chains: int, given: bool, fast: bool):
     return fast_jit(init) if fast else jax.jit(init)
 
 
+def _prefetch_sampler(run, key, rows, w, num_chains: int, dim: int, dtype) -> _compilation.Prefetched:
+    """Lower `run` for (key, rows, w, (C, D) starts, (D, D) cov) and compile it in the background
+    (`compilation.compile_lowered`); nothing when it is compiled already or prefetching is off."""
+    if not _compilation.PREFETCH:
+        return _compilation.Prefetched()
+    spec = lambda shape: jax.ShapeDtypeStruct(shape, dtype)  # noqa: E731
+    try:
+        lowered = run.lower(jax.ShapeDtypeStruct(key.shape, key.dtype), rows, w, spec((num_chains, dim)),
+                            spec((dim, dim)))
+    except Exception:  # noqa: BLE001 (the call itself raises it where it belongs)
+        return _compilation.Prefetched()
+    return _compilation.compile_lowered(lowered)
+
+
 def _initial_theta(model, rows, num_chains, init):
     """(theta, given): the validated `init` as (num_chains, D), or the model's starting theta (D,)."""
     if init is not None:
@@ -171,6 +186,13 @@ def _run_chains(model, rows, w, key, method, num_samples, num_warmup, num_chains
         except (TypeError, ValueError, IndexError) as err:
             raise ValueError(f"init: the model cannot evaluate a theta of shape ({theta.shape[1]},): "
                              f"{err}") from err
+    run = _compiled(model, method, num_samples, num_warmup, num_chains, thin,
+                    tuple(sorted(settings.items())), _progress.is_enabled(),
+                    None if out_dtype is None else jnp.dtype(out_dtype).name)
+    before = trace_count()
+    # The sampler is traced here (a model is traced in one thread only) and compiled on another core while
+    # the starting points compile and run: their shapes are known, (C, D) and (D, D) in `dtype`.
+    compiling = _prefetch_sampler(run, key, rows, w, num_chains, theta.shape[-1], dtype)
     t0 = time.perf_counter()
     fast = w.shape[0] * theta.shape[-1] ** 2 <= FAST_INIT_WORK
     k_run, init_positions, init_cov, start_ok, fit_ok = _compiled_init(model, num_chains, given, fast)(
@@ -184,11 +206,7 @@ def _run_chains(model, rows, w, key, method, num_samples, num_warmup, num_chains
                       "which warm-up then adapts; pass init= near the posterior mass for a better start",
                       RuntimeWarning, stacklevel=caller.stacklevel())
     init_time = time.perf_counter() - t0
-
-    run = _compiled(model, method, num_samples, num_warmup, num_chains, thin,
-                    tuple(sorted(settings.items())), _progress.is_enabled(),
-                    None if out_dtype is None else jnp.dtype(out_dtype).name)
-    before = trace_count()
+    compiling.wait()
     t0 = time.perf_counter()
     samples, stats, finite = run(k_run, rows, w, init_positions, init_cov)
     samples = jax.block_until_ready(samples)
