@@ -127,6 +127,9 @@ def test_coreset_projects_to_the_default_num_features_and_records_it(monkeypatch
     same = cj.coreset(model, ds.train, 40, "omp", key=key, num_features=expected)  # the rule is just J
     np.testing.assert_array_equal(np.asarray(cs.indices), np.asarray(same.indices))
     np.testing.assert_array_equal(np.asarray(cs.weights), np.asarray(same.weights))
+    # the other methods keep J = 500 (A-IHT II lost its accuracy at the floor)
+    for method in ("iht2", "giga"):
+        assert cj.coreset(model, ds.train, 40, method, key=key).settings["num_features"] == 500
     # a size above 16 D raises J to M, so that the solver may keep M points
     assert cj.coreset(model, ds.train, 250, "omp", key=key).settings["num_features"] == 250
     # the automatic size has no M yet: J from D alone

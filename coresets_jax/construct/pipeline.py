@@ -55,10 +55,11 @@ def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = N
         "importance" and the posterior-driven ones); the others default to `jax.random.key(0)`.
       norm: "fisher" | "l2" | "centered".
       num_features: J, the projection dimension. None (default): `cj.features.projection.auto_num_features(D,
-        M, R)` = min(500, max(64, 16 D, M, 2^26 // R)) for R rows projected (N, or the candidates) and the
-        parameter dimension D (with `tol`, M drops out): 500 while V has at most 2^26 entries (N <= 134,217),
-        then shrinking towards max(64, 16 D, M) as N grows (measured in
-        benchmarks/investigations/default_features.py), at most the number of samples given as pi_hat.
+        M, R)` = min(500, max(64, 16 D, M, 2^26 // R)) for OMP, with R rows projected (N, or the candidates)
+        and the parameter dimension D (with `tol`, M drops out): 500 while V has at most 2^26 entries (N <=
+        134,217), then shrinking towards max(64, 16 D, M) as N grows; 500 for the other methods (A-IHT II lost
+        its accuracy at the floor; benchmarks/investigations/default_features.py). At most the number of
+        samples given as pi_hat.
         `settings["num_features"]` records the J used.
       pi_hat: None or "laplace" (default), "prior", an (S, D) array of samples, or any object with
         `.sample(key, num)` (e.g. `cj.laplace(...)`).
@@ -130,7 +131,7 @@ def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = N
                           norm, num_features, dtype, return_vectors)
     dim = _parameter_dim(model, data, pi_hat, init)
     if num_features is None and dim is not None:
-        num_features = _default_features(dim, size, n if candidates is None else candidates, pi_hat)
+        num_features = _default_features(construction, dim, size, n if candidates is None else candidates, pi_hat)
     if num_features is not None:
         check_fits(construction, size, (n if candidates is None else candidates, num_features),
                    jnp.float32 if dtype is None else dtype, _device_of(data),
@@ -143,7 +144,7 @@ def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = N
         prefetched = _prefetch(construction, size, options, data, n, candidates, num_features, dtype, key_solve)
     approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
     if num_features is None:  # D from pi_hat itself (a model with neither dim nor init_params)
-        num_features = _default_features(_draw_dim(approx, key_theta), size,
+        num_features = _default_features(construction, _draw_dim(approx, key_theta), size,
                                           n if candidates is None else candidates, pi_hat)
         check_fits(construction, size, (n if candidates is None else candidates, num_features),
                    jnp.float32 if dtype is None else dtype, _device_of(data),
@@ -189,9 +190,13 @@ def _parameter_dim(model: Model, data: Any, pi_hat: Any, init: Any) -> Optional[
     return None
 
 
-def _default_features(dim: int, size: Optional[int], rows: int, pi_hat: Any) -> int:
-    """`auto_num_features(D, M, rows)`, at most the number of samples when pi_hat is given as samples."""
-    j = _projection.auto_num_features(dim, size, rows)
+def _default_features(construction, dim: int, size: Optional[int], rows: int, pi_hat: Any) -> int:
+    """`auto_num_features(D, M, rows)` for the methods of FEWER_FEATURES_METHODS, else 500; at most the number
+    of samples when pi_hat is given as samples."""
+    if construction.name in _projection.FEWER_FEATURES_METHODS:
+        j = _projection.auto_num_features(dim, size, rows)
+    else:
+        j = _projection.MAX_FEATURES
     if pi_hat is not None and not isinstance(pi_hat, str) and not hasattr(pi_hat, "sample") \
             and np.ndim(pi_hat) == 2:
         j = min(j, int(np.shape(pi_hat)[0]))
@@ -289,7 +294,7 @@ def _posterior(model, data, n, size, construction, opts, key, support_method, ro
         start = start_from(approx, key_theta)
     if support_method is not None:
         if num_features is None:
-            num_features = _default_features(int(start.mean.shape[-1]), size, rows, pi_hat)
+            num_features = _default_features(support_method, int(start.mean.shape[-1]), size, rows, pi_hat)
         thetas = approx.sample(key_theta, num_features)
         start_cs, V = _support.support_start(model, data, size, support_method, thetas, key_proj, rows=rows,
                                              build=build, norm=norm, dtype=dtype)
@@ -340,7 +345,7 @@ def _auto(model, data, size, method, key, tol, *, norm, num_features, pi_hat, dt
         if dim is None:
             approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
             dim = _draw_dim(approx, key_theta)
-        num_features = _default_features(dim, None, n if candidates is None else candidates, pi_hat)
+        num_features = _default_features(construction, dim, None, n if candidates is None else candidates, pi_hat)
     limit = _auto_size.default_limit(n) if size is None else _validate.check_size(size, n)
     if candidates is not None:  # a size M is searched on at least 4 M candidates
         limit = min(limit, max(1, candidates // _support.MIN_ROWS_PER_POINT))

@@ -31,7 +31,7 @@ from ..solvers.base import column_sum
 from ..solvers.least_squares import two_sum
 from ..compilation import full_precision, full_precision_factory
 
-__all__ = ["FEATURE_BUDGET", "NORMS", "SUM_CHUNK", "auto_num_features", "candidate_features", "check_dtype", "feature_sum_fn", "features",
+__all__ = ["FEATURE_BUDGET", "FEWER_FEATURES_METHODS", "MAX_FEATURES", "NORMS", "SUM_CHUNK", "auto_num_features", "candidate_features", "check_dtype", "feature_sum_fn", "features",
            "leverage_scores", "matrix_stats", "project", "project_fn"]
 
 NORMS = ("fisher", "l2", "centered")
@@ -51,11 +51,18 @@ _CLOSED_FORM_CHECKED_SAMPLES = 4
 
 # V entries (N x J) up to which the default J stays at its cap: 2^26 (256 MB in float32), N <= 134,217 at J = 500
 FEATURE_BUDGET = 1 << 26
+# Methods whose default J follows `auto_num_features`; the others keep J = 500. Measured at the rule's floor
+# (benchmarks/investigations/default_features.py, BINARY10, N = 1e5, M = 100, J = 160 against 500): OMP kept
+# its z2 (3e-4 to 6e-4 against 3e-4 to 1.1e-3); A-IHT II fell apart (z2 0.1 to 119 against 2e-3 to 1.4e-2): an
+# M-sparse fit of J ~ M equations has many exact solutions, and IHT finds one that fits the projection only.
+FEWER_FEATURES_METHODS = ("omp",)
+MAX_FEATURES = 500  # the default J of the other methods, and the rule's cap (the earlier fixed default)
 
 
 def auto_num_features(dim: int, size: Optional[int] = None, rows: Optional[int] = None, *, per_dim: int = 16,
-                      minimum: int = 64, maximum: int = 500, budget: Optional[int] = None) -> int:
-    """The projection dimension J that `cj.coreset` uses by default (num_features=None).
+                      minimum: int = 64, maximum: int = MAX_FEATURES, budget: Optional[int] = None) -> int:
+    """The projection dimension J that `cj.coreset` uses by default (num_features=None) for the methods of
+    FEWER_FEATURES_METHODS (OMP); the others keep `maximum` = 500.
 
     J = min(maximum, max(minimum, per_dim * D, M, budget // N)):
     - the floor max(64, 16 D, M): the log-likelihood's variation over pi_hat is that of a function of D
@@ -67,10 +74,10 @@ def auto_num_features(dim: int, size: Optional[int] = None, rows: Optional[int] 
       floor, because the projection, V's memory and every solver pass are linear in N J (at N = 10^6, D = 10,
       OMP's 200 passes over V took 7-8 s at J = 500).
     Measured (benchmarks/investigations/default_features.py, the model suite's problems with D < 32, N up to
-    10^5): at the floor (16 D or M) instead of 500, the certificate's KL rose 2-10x (ds1, OMP, M = 100: 0.017
-    to 0.035), the z2 of the posterior mean mostly within seed noise; so small N keeps 500. At N = 10^6
-    (benchmarks/results/vs_peers_side_by_side.json) the coreset's KL was 6e-5 at J = 160 against 1.3e-5 at
-    500, both far below the Monte Carlo error.
+    10^5): at the floor (16 D or M) instead of 500, OMP's certificate KL rose 2-10x (ds1, M = 100: 0.017 to
+    0.035) with the z2 of its posterior mean within seed noise, so small N keeps 500; A-IHT II lost its
+    accuracy (FEWER_FEATURES_METHODS). At N = 10^6 (`--large`) the rule's J is weighed against 500 by the
+    certificate on synthetic and tiled real data.
     `size=None` (the automatic size, whose M is not known yet) and `rows=None` drop their terms; `budget=None`
     reads FEATURE_BUDGET.
     """
