@@ -18,10 +18,11 @@ allow. Every contender sees the same NumPyro model:
   fit counted in its time);
 - `ours_fixed`: `cj.coreset(model, data, size=M, method="omp", key)` on `cj.from_numpyro(model, X, y)`
   (M = 10 D unless --M), then `cj.sample(model, data, key, weights=cs)` (NUTS, 2 chains x (400 + 400)), then
-  `cj.certify(model, data, cs, post.samples)`; package defaults (Laplace on all rows, J = 500);
+  `cj.certify(model, data, cs, post.samples)`; package defaults (Laplace on all rows; J from
+  `cj.features.projection.auto_num_features(D, M, N)`: 500 up to N = 134,217, 160 at D = 10 from N = 4.2e5);
 - `ours_auto`: `cj.coreset(model, data, key=key, tol=0.1)` (its certificate attached), then `cj.sample`;
 - `ours_options`: `ours_fixed` with the two options of investigations/cold_path.py instead of the defaults:
-  pi_hat = `cj.laplace(..., subsample=10_000)` and J = `cj.features.projection.auto_num_features(D, M)`;
+  pi_hat = `cj.laplace(..., subsample=10_000)` and J = max(32, 8 D) (`OPTIONS_FEATURES`);
 - `ours_candidates`, `ours_auto_candidates`: `ours_fixed` and `ours_auto` with `candidate_rows=100_000`: OMP
   chooses among a uniform 100,000 rows and fits the full data's feature sum (one streamed pass over N).
 
@@ -81,6 +82,13 @@ HMCECS_LONG = {"warmup": 1000, "draws": 2000}
 TOL = 0.1
 MULT_M = 10  # ours_fixed's default M = 10 D
 V_MEMORY_LIMIT = 4 << 30  # bytes of V (N x J float32) above which our route is skipped on this shared machine
+
+
+def OPTIONS_FEATURES(d: int) -> int:  # noqa: N802 (a rule named like the constants around it)
+    """J of `ours_options`: max(32, 8 D), investigations/cold_path.py's `auto` variant."""
+    return max(32, 8 * d)
+
+
 QUICK_CONTENDERS = ("nuts", "sgld", "ours_fixed")  # the cheapest to compile; --contenders adds the others
 QUICK = {"models": {"logistic3": ("logistic", 3)}, "sizes": (2000,), "warmup": 150, "draws": 150,
          "sgld_steps": 1000, "M": 50, "hmcecs": {"subsample": 200, "svi_steps": 300, "svi_lr": 1e-2,
@@ -210,7 +218,7 @@ def run_contender(name: str, fn, X, y, key, cfg: dict):
             if n > OPTIONS_SUBSAMPLE:
                 pi_hat = cj.laplace(model, data, key=jax.random.fold_in(key, 7), subsample=OPTIONS_SUBSAMPLE)
             cs = cj.coreset(model, data, size=cfg["M"], method="omp", key=key, pi_hat=pi_hat,
-                            num_features=cj.features.projection.auto_num_features(int(X.shape[1]), cfg["M"]))
+                            num_features=OPTIONS_FEATURES(int(X.shape[1])))
         else:
             cs = cj.coreset(model, data, key=key, tol=cfg["tol"], **cfg.get("coreset_options", {}), **candidates)
         jax.block_until_ready(cs.weights)
@@ -354,10 +362,11 @@ def _skip_reason(contender: str, n: int, d: int, m: int, history: dict, budget: 
                  v_limit: float = V_MEMORY_LIMIT) -> Optional[str]:
     """Why `contender` is not run at N (None: run it): a projected time over `budget` from its last cell
     (linear in N), or V over `v_limit` bytes."""
-    num_features = 500
+    from coresets_jax.features.projection import auto_num_features
+
+    num_features = auto_num_features(d, m, n)  # cj.coreset's default for OMP
     if contender == "ours_options":
-        from coresets_jax.features.projection import auto_num_features
-        num_features = auto_num_features(d, m)
+        num_features = OPTIONS_FEATURES(d)
     if contender.startswith("ours") and n * num_features * 4 > v_limit:
         return f"memory: V would take {n * num_features * 4 / 2**30:.1f} GiB (N x J = {n} x {num_features} float32)"
     last = history.get(contender)
