@@ -477,6 +477,36 @@ def table_certify_precision(with_commit: bool) -> str:
     return "\n".join(lines)
 
 
+def table_default_features(with_commit: bool) -> str:
+    """J = 500 against the default rule's floor on the model suite (investigations/default_features.py)."""
+    data = _load("default_features")
+    trials = data["settings"]["trials"]
+    return _markdown_with_note(
+        "default_features",
+        f"Medians of {trials} trials; J (rule) = max(64, 16 D, M), the floor that the default reaches only beyond "
+        "2^26 entries of V; the coreset posterior is NUTS 2 x (500 + 1000) (the spike and slab: its Gibbs "
+        "kernel) against benchmarks/models.py's full-data references; z2 = mean_d (mu_hat_d - mu_d)^2 / sd_d^2. ",
+        with_commit)
+
+
+def table_default_features_large(with_commit: bool) -> str:
+    """The default rule's J against 500 at N = 10^6 (investigations/default_features.py --large)."""
+    data = _load("default_features_large")
+    lines = ["| problem | D | J | trial | construction (compiled) | points | certificate KL (se) | k-hat | verdict "
+             "| max abs z between J's |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in data["runs"]:
+        z = f"{r['max_z_between']:.3f}" if "max_z_between" in r else ""
+        lines.append(f"| {r['problem']} | {r['D']} | {r['J']} | {r['trial']} | {_seconds(r['build_s'])} | "
+                     f"{r['points']} | {_fmt(r['kl'], 2)} ({_fmt(r['kl_se'], 2)}) | {r['khat']:.2f} | {r['verdict']} "
+                     f"| {z} |")
+    s = data["settings"]
+    lines += ["", f"N = {s['N']:,}; OMP at M = {s['M']}, then NUTS 2 x (400 + 400) on the coreset and `cj.certify` "
+              "against all N rows; the real files are tiled to N rows; z between J's: the largest |difference| of "
+              "the two coreset posteriors' means (same trial) in their pooled sd. " +
+              provenance(data, "default_features_large", with_commit)]
+    return "\n".join(lines)
+
+
 TABLES: dict[str, Callable[[bool], str]] = {
     "cold_start": table_cold_start,
     "certify": table_certify,
@@ -507,6 +537,8 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "greedy_path": table_greedy_path,
     "cold_path_quality": table_cold_path_quality,
     "certify_precision": table_certify_precision,
+    "default_features": table_default_features,
+    "default_features_large": table_default_features_large,
     "float32_chains": table_float32_chains,
     "gpu_nuts": table_gpu_nuts,
     "gpu_loop": table_gpu_loop,
