@@ -497,7 +497,7 @@ def table_default_features_large(with_commit: bool) -> str:
     for r in data["runs"]:
         z = f"{r['max_z_between']:.3f}" if "max_z_between" in r else ""
         lines.append(f"| {r['problem']} | {r['D']} | {r['J']} | {r['trial']} | {_seconds(r['build_s'])} | "
-                     f"{r['points']} | {_fmt(r['kl'], 2)} ({_fmt(r['kl_se'], 2)}) | {r['khat']:.2f} | {r['verdict']} "
+                     f"{r['points']} | {_fmt(r['kl'], 3)} ({_fmt(r['kl_se'], 2)}) | {r['khat']:.2f} | {r['verdict']} "
                      f"| {z} |")
     s = data["settings"]
     lines += ["", f"N = {s['N']:,}; OMP at M = {s['M']}, then NUTS 2 x (400 + 400) on the coreset and `cj.certify` "
