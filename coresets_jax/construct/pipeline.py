@@ -129,28 +129,26 @@ def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = N
     if construction.needs == "posterior":
         return _posterior(model, data, n, size, construction, opts, key, support_method, rows, pi_hat, init,
                           norm, num_features, dtype, return_vectors)
-    dim = _parameter_dim(model, data, pi_hat, init)
-    if num_features is None and dim is not None:
-        num_features = _default_features(construction, dim, size, n if candidates is None else candidates, pi_hat)
-    if num_features is not None:
-        check_fits(construction, size, (n if candidates is None else candidates, num_features),
-                   jnp.float32 if dtype is None else dtype, _device_of(data),
-                   construction.check_options({k: v for k, v in options.items()
-                                               if k not in ("refit", "compress", "compress_tol")}))
-    # the solver compiles on one core while pi_hat and the projection pass over the data on the others
-    # (V's shape and dtype are known before either, unless J waits for pi_hat's dimension)
-    prefetched = None
-    if num_features is not None:
-        prefetched = _prefetch(construction, size, options, data, n, candidates, num_features, dtype, key_solve)
+    v_rows = n if candidates is None else candidates
+    solver_options = construction.check_options({k: v for k, v in options.items()
+                                                 if k not in ("refit", "compress", "compress_tol")})
+
+    def fits_then_prefetch(j: int):
+        """Check that the solver's state fits, then compile the solver on one core while pi_hat and the
+        projection pass over the data on the others (V's shape and dtype are known before either)."""
+        check_fits(construction, size, (v_rows, j), jnp.float32 if dtype is None else dtype, _device_of(data),
+                   solver_options)
+        return _prefetch(construction, size, options, data, v_rows, j, dtype, key_solve)
+
+    if num_features is None:
+        dim = _parameter_dim(model, data, pi_hat, init)
+        if dim is not None:
+            num_features = _default_features(construction, dim, size, v_rows, pi_hat)
+    prefetched = None if num_features is None else fits_then_prefetch(num_features)
     approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
     if num_features is None:  # D from pi_hat itself (a model with neither dim nor init_params)
-        num_features = _default_features(construction, _draw_dim(approx, key_theta), size,
-                                          n if candidates is None else candidates, pi_hat)
-        check_fits(construction, size, (n if candidates is None else candidates, num_features),
-                   jnp.float32 if dtype is None else dtype, _device_of(data),
-                   construction.check_options({k: v for k, v in options.items()
-                                               if k not in ("refit", "compress", "compress_tol")}))
-        prefetched = _prefetch(construction, size, options, data, n, candidates, num_features, dtype, key_solve)
+        num_features = _default_features(construction, _draw_dim(approx, key_theta), size, v_rows, pi_hat)
+        prefetched = fits_then_prefetch(num_features)
     V, stats, target, picked = _vectors(model, data, approx, key_theta, key_proj, norm, num_features, dtype,
                                         candidates, n)
     compress, compress_tol = options.pop("compress", "auto"), options.pop("compress_tol", 3e-3)
@@ -172,11 +170,16 @@ def _check_features(num_features: Any) -> Optional[int]:
     return int(num_features)
 
 
+def _given_samples(pi_hat: Any) -> bool:
+    """Whether pi_hat is an (S, D) array of samples."""
+    return pi_hat is not None and not isinstance(pi_hat, str) and not hasattr(pi_hat, "sample") \
+        and np.ndim(pi_hat) == 2
+
+
 def _parameter_dim(model: Model, data: Any, pi_hat: Any, init: Any) -> Optional[int]:
     """D without any data pass where it can be read off: samples given as pi_hat, `init`, `model.dim`, or the
     model's `init_params` (None otherwise: it then comes from pi_hat, `_draw_dim`)."""
-    if pi_hat is not None and not isinstance(pi_hat, str) and not hasattr(pi_hat, "sample") \
-            and np.ndim(pi_hat) == 2:
+    if _given_samples(pi_hat):
         return int(np.shape(pi_hat)[1])
     if init is not None and np.ndim(init) >= 1:
         return int(np.shape(init)[-1])
@@ -197,8 +200,7 @@ def _default_features(construction, dim: int, size: Optional[int], rows: int, pi
         j = _projection.auto_num_features(dim, size, rows)
     else:
         j = _projection.MAX_FEATURES
-    if pi_hat is not None and not isinstance(pi_hat, str) and not hasattr(pi_hat, "sample") \
-            and np.ndim(pi_hat) == 2:
+    if _given_samples(pi_hat):
         j = min(j, int(np.shape(pi_hat)[0]))
     return j
 
@@ -211,13 +213,15 @@ def _draw_dim(approx: Any, key: jax.Array) -> int:
     return int(approx.sample(key, 1).shape[-1])
 
 
-def _prefetch(construction, size, options, data, n, candidates, num_features, dtype, key_solve):
-    """`prefetch_build` for V of (rows, J), or None for data sharded over a mesh."""
+def _prefetch(construction, size, options, data, rows, num_features, dtype, key_solve):
+    """`prefetch_build` for V of (rows, J) (with a target when rows < N: candidate rows), or None for data
+    sharded over a mesh."""
     if _mesh.leading_mesh(data) is not None:
         return None
     v_dtype = _projection.check_dtype(dtype)
-    return prefetch_build(construction, size, options, (n if candidates is None else candidates, num_features),
-                          v_dtype, key_solve, None if candidates is None else jnp.promote_types(v_dtype, jnp.float32))
+    candidates = rows < _validate.num_rows(data)
+    return prefetch_build(construction, size, options, (rows, num_features), v_dtype, key_solve,
+                          jnp.promote_types(v_dtype, jnp.float32) if candidates else None)
 
 
 def resolve_candidates(candidate_rows: Any, n: int, size: int, construction, data: Any, return_vectors: bool,
