@@ -183,3 +183,36 @@ def test_laplace_from_a_float32_start_under_x64_finds_the_mode_of_a_numpyro_mode
     Xd = X.astype(np.float64)
     grad = Xd.T @ (y - 1 / (1 + np.exp(-Xd @ mode))) - mode  # d/dtheta of the log joint, prior N(0, I)
     assert bool(fit.info["converged"]) and np.max(np.abs(grad)) < 1e-6, grad
+
+
+def test_starting_point_is_the_golden_spread_computed_without_compiling():
+    # init_params: 1e-3 (2 frac(0.5 + phi' k) - 1), k = 1..D (phi' = 0.618...), distinct and off every kink at
+    # 0, in the precision JAX would use; computed on the host, so a cold first call compiles nothing for it
+    from jax._src import monitoring
+
+    import numpyro
+    import numpyro.distributions as dist
+
+    def model(X, y=None):
+        beta = numpyro.sample("beta", dist.Normal(0.0, 1.0).expand([X.shape[1]]).to_event(1))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.Bernoulli(logits=X @ beta), obs=y)
+
+    X = np.random.default_rng(0).normal(size=(50, 7)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.float32)
+    m, data = cj.from_numpyro(model, X, y)
+    compiles = []
+    listener = lambda name, secs, **kw: compiles.append(name) if name.endswith("backend_compile_duration") else None  # noqa: E731
+    monitoring.register_event_duration_secs_listener(listener)
+    try:
+        for x64 in (False, True):
+            with jax.enable_x64(x64):
+                theta = np.asarray(m.init_params(data))
+            k = np.arange(1, 8, dtype=np.float64)
+            expected = 1e-3 * (2.0 * np.mod(0.5 + 0.6180339887498949 * k, 1.0) - 1.0)
+            assert theta.dtype == np.float32
+            np.testing.assert_allclose(theta, expected, rtol=0, atol=2e-9)  # float32 rounding of frac(.)
+            assert len(np.unique(theta)) == 7 and np.all(theta != 0)
+    finally:
+        monitoring.unregister_event_duration_listener(listener)
+    assert compiles == []

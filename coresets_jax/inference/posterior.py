@@ -22,7 +22,7 @@ def diagnostics(samples, have_chains: bool):
     """(rhat, ess), each (D,), of (chains, draws, D) samples, computed on the host in NumPy
     (`inference.diagnostics`: a jitted version cost ~2 s of compilation on a first `cj.sample`)."""
     rhat, ess = _diagnostics.summary(np.asarray(samples), have_chains)
-    return jnp.asarray(rhat), jnp.asarray(ess)
+    return jax.device_put(rhat), jax.device_put(ess)  # (jnp.asarray would compile a conversion)
 
 
 @dataclasses.dataclass(frozen=True)
