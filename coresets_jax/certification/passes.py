@@ -276,7 +276,8 @@ def audited_log_ratio(model: Model, data: Any, coreset: Any, draws: np.ndarray, 
         core, core_flags = np.asarray(core, np.float64), np.asarray(core_flags)
         r32, zero = combine(full32, flags32, core, core_flags)
         picked = audit_draws(r32)
-        full64, flags64 = full_term(model, data, thetas[picked], reference, chunk_size)
+        audited = jax.device_put(np.asarray(flat[picked], np.float64))  # on the host: no eager gather to compile
+        full64, flags64 = full_term(model, data, audited, reference, chunk_size)
     bound = math.inf  # float64 not finite where float32 was, or too few draws to estimate a spread
     if not np.any(flags64) and picked.size > 1:
         error = full32[picked] - full64

@@ -226,9 +226,17 @@ def weighted_rows(data: Any, n: int, weights: Any):
 
 
 def _gather(leaf: Any, idx: np.ndarray) -> jax.Array:
-    """leaf[idx]: in NumPy for a small leaf on one device (an eager gather is a compilation per shape),
-    else the mesh-aware `take_data`."""
-    if isinstance(leaf, np.ndarray) or (isinstance(leaf, jax.Array) and len(leaf.sharding.device_set) == 1
-                                        and leaf.size <= HOST_CHECK_MAX):
+    """leaf[idx]: in NumPy for a small leaf on one device (an eager gather is a compilation per shape), one
+    compiled gather for a large one (eagerly, `x[idx]` compiles three or four small programs), else the
+    mesh-aware `take_data`."""
+    single = isinstance(leaf, jax.Array) and len(leaf.sharding.device_set) == 1
+    if isinstance(leaf, np.ndarray) or (single and leaf.size <= HOST_CHECK_MAX):
         return jax.device_put(np.asarray(leaf)[idx])  # jnp.asarray of a host array compiles a program per shape
+    if single:
+        return _take_rows(leaf, jax.device_put(idx))
     return take_data(leaf, jnp.asarray(idx))
+
+
+@compiled.jit
+def _take_rows(leaf: jax.Array, idx: jax.Array) -> jax.Array:
+    return leaf[idx]
