@@ -2,8 +2,8 @@
 
 `cj.coreset`'s projection dimension was J = 500 whatever the model. Every solver pass, V's memory and the
 projection are linear in J, and at N = 1e6 (D = 10) OMP's 200 passes over a 1e6 x 500 V took 7-8 s of a
-cold route of 20 s. The candidate rule is `cj.features.projection.auto_num_features(D, M)`:
-J = min(500, max(64, 16 D, M)). It changes J only where 16 D < 500 and M < 500, so this runs the model suite
+cold route of 20 s. The rule's floor is `cj.features.projection.auto_num_features(D, M)` (no rows given):
+J = min(500, max(64, 16 D, M)). It differs from 500 only where 16 D < 500 and M < 500, so this runs the suite
 of benchmarks/models.py on its problems with D < 32 (Gaussian location D = 20 in closed form, the NumPyro
 linear regression D = 12, ds1 D = 10, BINARY10 D = 11, the real biketrips_large D = 9 and
 airportdelays_large, the spike and slab with its Gibbs kernel) with both J, for OMP and A-IHT II at M = 100
@@ -11,8 +11,10 @@ and 300 and GIGA at M = 100, with models.py's own metrics against its full-data 
 z of the coreset posterior mean; its noise floor is the reference's own), W1 / floor, the two-moment KL, and
 the certificate's KL. (phishing, D = 68, and Bradley-Terry, D = 50, keep J = 500 under the rule.)
 
-This part measures the floor, which the rule uses only beyond its budget (V of more than 2^26 entries, N >
-134,217 at J = 500): below it, which covers the whole suite and every shared real file, J stays 500.
+This part measures the floor, which the default (`auto_num_features(D, M, N)`, for OMP only) reaches only
+beyond its budget (V of more than 2^26 entries, N > 134,217 at J = 500): below it, which covers the whole
+suite and every shared real file, J stays 500. It chose both: small N keeps 500 (OMP's certificate KL rose
+up to 4x at the floor), and only OMP shrinks J (A-IHT II fell apart at the floor).
 
 `--large`: where the rule does shrink J, at N = 10^6: vs_peers.py's logistic and Poisson regression (D = 10,
 NumPyro models) and the real biketrips_large (D = 9) and airportdelays_large (D = 16) tiled to N rows
