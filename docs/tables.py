@@ -516,6 +516,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "vs_peers": table_vs_peers,
     "vs_peers_gpu": lambda with_commit: table_vs_peers(with_commit, "vs_peers_gpu"),
     "vs_peers_h100": lambda with_commit: table_vs_peers(with_commit, "vs_peers_h100"),
+    "vs_peers_1e6_repeats": lambda with_commit: table_vs_peers(with_commit, "vs_peers_1e6_repeats"),
     "vs_peers_auto_1e6": lambda with_commit: table_vs_peers(with_commit, "vs_peers_auto_1e6"),
     "vs_peers_5e6": lambda with_commit: table_vs_peers(with_commit, "vs_peers_5e6"),
     "vs_peers_side_by_side": lambda with_commit: table_vs_peers(with_commit, "vs_peers_side_by_side"),
