@@ -153,6 +153,33 @@ def alternate(variants: dict, repeats: int, *, runs: bool = False) -> dict:
     return {name: float(np.median(ts)) for name, ts in times.items()}
 
 
+def alternating_children(code: str, cells: Sequence[str], variants: Sequence[str], repeats: int, *args,
+                         describe: Optional[Callable[[dict], str]] = None) -> dict:
+    """`child(code, cell, variant, *args)` for every cell and variant, `repeats` rounds, the variants' order
+    reversed every other round (so a change of load hits them alike); {cell: {variant: [results]}}. Each
+    result needs `first_s` and `second_s`; `describe(result)` adds to the progress line."""
+    runs = {c: {v: [] for v in variants} for c in cells}
+    for rep in range(repeats):
+        for c in cells:
+            for v in (list(variants) if rep % 2 == 0 else list(variants)[::-1]):
+                r = child(code, c, v, *args)
+                runs[c][v].append(r)
+                print(f"{c:<22} {v:<10} first {r['first_s']:6.2f} s  second {r['second_s']:6.3f} s  "
+                      + (describe(r) if describe else ""), flush=True)
+    return runs
+
+
+def first_second_medians(cell_runs: dict) -> dict:
+    """{variant: {"first_s": median, "second_s": median}} of one cell's `alternating_children` results."""
+    return {v: {k: float(np.median([r[k] for r in rs])) for k in ("first_s", "second_s")}
+            for v, rs in cell_runs.items()}
+
+
+def mean_shift_sd(a: dict, b: dict) -> float:
+    """The largest |difference| of two results' posterior means ("mean"), in the first one's sd ("sd")."""
+    return max(abs(x - y) / s for x, y, s in zip(a["mean"], b["mean"], a["sd"]))
+
+
 def child(code: str, *args, devices: int = 1, env: Optional[dict] = None,
           timeout: Optional[float] = None) -> dict:
     """Run `code` in a fresh Python process and return the JSON object of its last stdout line that starts

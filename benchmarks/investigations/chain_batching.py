@@ -16,7 +16,6 @@ Writes results/chain_batching.json.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks/
@@ -70,20 +69,13 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
     args = common.resolve(argv, quick, out_dir, __doc__, extra)
     problems = args.problems or (QUICK_PROBLEMS if args.quick else PROBLEMS)
     repeats = 1 if args.quick else args.repeats
-    runs = {p: {v: [] for v in VARIANTS} for p in problems}
-    for rep in range(repeats):
-        for p in problems:
-            for v in (VARIANTS if rep % 2 == 0 else VARIANTS[::-1]):
-                r = common.child(CHILD, p, v)
-                runs[p][v].append(r)
-                print(f"{p:<16} {v:<10} first {r['first_s']:6.2f} s  second {r['second_s']:6.3f} s  rows x D "
-                      f"{r['rows_x_d']:,}", flush=True)
+    runs = common.alternating_children(CHILD, problems, VARIANTS, repeats,
+                                       describe=lambda r: f"rows x D {r['rows_x_d']:,}")
     table = {}
     for p in problems:
-        med = {v: {k: statistics.median(r[k] for r in runs[p][v]) for k in ("first_s", "second_s")}
-               for v in VARIANTS}
+        med = common.first_second_medians(runs[p])
         a, b = runs[p]["vmap"][0], runs[p]["sequential"][0]
-        shift = max(abs(x - y) / s for x, y, s in zip(a["mean"], b["mean"], a["sd"]))
+        shift = common.mean_shift_sd(a, b)
         table[p] = {"rows_x_d": a["rows_x_d"], **{v: med[v] for v in VARIANTS}, "mean_shift_sd": shift,
                     "first_ratio": med["sequential"]["first_s"] / med["vmap"]["first_s"],
                     "second_ratio": med["sequential"]["second_s"] / med["vmap"]["second_s"]}

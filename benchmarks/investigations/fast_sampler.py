@@ -19,7 +19,6 @@ Writes results/fast_sampler.json.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks/
@@ -79,24 +78,15 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
     args = common.resolve(argv, quick, out_dir, __doc__, extra)
     problems = args.problems or (QUICK_PROBLEMS if args.quick else PROBLEMS)
     repeats = 1 if args.quick else args.repeats
-    runs = {p: {v: [] for v in VARIANTS} for p in problems}
-    for rep in range(repeats):
-        for p in problems:
-            if p.startswith(("phishing", "biketrips")) and common.data_path(p.rsplit("_m", 1)[0] + ".npz") is None:
-                continue
-            for v in (VARIANTS if rep % 2 == 0 else VARIANTS[::-1]):
-                r = common.child(CHILD, p, v, common.DATA_DIR)
-                runs[p][v].append(r)
-                print(f"{p:<22} {v:<8} first {r['first_s']:6.2f} s  second {r['second_s']:6.3f} s  work "
-                      f"{r['work']:.3g}", flush=True)
+    problems = [p for p in problems if not (p.startswith(("phishing", "biketrips"))
+                                            and common.data_path(p.rsplit("_m", 1)[0] + ".npz") is None)]
+    runs = common.alternating_children(CHILD, problems, VARIANTS, repeats, common.DATA_DIR,
+                                       describe=lambda r: f"work {r['work']:.3g}")
     table = {}
     for p in problems:
-        if not runs[p]["default"]:
-            continue
-        med = {v: {k: statistics.median(r[k] for r in runs[p][v]) for k in ("first_s", "second_s")}
-               for v in VARIANTS}
+        med = common.first_second_medians(runs[p])
         a, b = runs[p]["default"][0], runs[p]["fast"][0]
-        shift = max(abs(x - y) / s for x, y, s in zip(a["mean"], b["mean"], a["sd"]))
+        shift = common.mean_shift_sd(a, b)
         table[p] = {"M": a["M"], "D": a["D"], "work": a["work"], **{v: med[v] for v in VARIANTS},
                     "first_saved_s": med["default"]["first_s"] - med["fast"]["first_s"],
                     "second_extra_s": med["fast"]["second_s"] - med["default"]["second_s"],

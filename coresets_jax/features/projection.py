@@ -75,7 +75,7 @@ def auto_num_features(dim: int, size: Optional[int] = None, rows: Optional[int] 
       OMP's 200 passes over V took 7-8 s at J = 500).
     Measured (benchmarks/investigations/default_features.py, the model suite's problems with D < 32, N up to
     10^5): at the floor (16 D or M) instead of 500, OMP's certificate KL rose 2-10x (ds1, M = 100: 0.017 to
-    0.035) with the z2 of its posterior mean within seed noise, so small N keeps 500; A-IHT II lost its
+    0.037) with the z2 of its posterior mean within seed noise, so small N keeps 500; A-IHT II lost its
     accuracy (FEWER_FEATURES_METHODS). At N = 10^6 (`--large`) the rule's J is weighed against 500 by the
     certificate on synthetic and tiled real data.
     `size=None` (the automatic size, whose M is not known yet) and `rows=None` drop their terms; `budget=None`
