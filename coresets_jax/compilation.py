@@ -149,36 +149,37 @@ def prefetch(jitted: Callable, *args: Any, **kwargs: Any) -> Prefetched:
     CPU) only after the projection's data pass, which had the other cores. Overlapping them saves up to the
     shorter of the two. Only for programs that trace no user model: NumPyro's effect handlers keep a global
     stack, so a model must never be traced in two threads at once. A no-op with one CPU or PREFETCH off."""
-    if not PREFETCH or (os.cpu_count() or 1) < 2 or not hasattr(jitted, "lower"):
+    if not hasattr(jitted, "lower"):
         return Prefetched()
     x64, matmul = jax.config.jax_enable_x64, jax.config.jax_default_matmul_precision
 
-    def run():
-        try:
-            with jax.enable_x64(x64), jax.default_matmul_precision(matmul):
-                jitted.lower(*args, **kwargs).compile()
-        except Exception:  # noqa: BLE001 (the call itself raises it, in the caller's thread)
-            pass
+    def task():
+        with jax.enable_x64(x64), jax.default_matmul_precision(matmul):
+            jitted.lower(*args, **kwargs).compile()
 
-    thread = threading.Thread(target=run, name="coresets_jax-prefetch", daemon=True)
-    thread.start()
-    return Prefetched(thread)
+    return _in_background(task, "coresets_jax-prefetch")
 
 
 def compile_lowered(lowered: Any) -> Prefetched:
     """Compile an already lowered program (`jitted.lower(...)`, traced in the caller's thread, so a program
     that traces a user model may use it) in a background thread; the later call at the same shapes finds the
     executable. The same conditions as `prefetch`."""
+    return _in_background(lowered.compile, "coresets_jax-compile")
+
+
+def _in_background(task: Callable[[], Any], name: str) -> Prefetched:
+    """Run `task` in a daemon thread (a no-op with one CPU or PREFETCH off). Its errors stay there: the call
+    that needs the program compiles it again and raises them in the caller's thread."""
     if not PREFETCH or (os.cpu_count() or 1) < 2:
         return Prefetched()
 
     def run():
         try:
-            lowered.compile()
+            task()
         except Exception:  # noqa: BLE001 (the call itself raises it, in the caller's thread)
             pass
 
-    thread = threading.Thread(target=run, name="coresets_jax-compile", daemon=True)
+    thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     return Prefetched(thread)
 

@@ -109,7 +109,8 @@ def _compiled_init(model: Model, num_chains: int, given: bool, fast: bool):
 
 def _prefetch_sampler(run, key, rows, w, num_chains: int, dim: int, dtype) -> _compilation.Prefetched:
     """Lower `run` for (key, rows, w, (C, D) starts, (D, D) cov) and compile it in the background
-    (`compilation.compile_lowered`); nothing when it is compiled already or prefetching is off."""
+    (`compilation.compile_lowered`); nothing with prefetching off. When it is compiled already, the lowering
+    is JAX's cached one and the thread finds the executable (a warm call costs the same)."""
     if not _compilation.PREFETCH:
         return _compilation.Prefetched()
     spec = lambda shape: jax.ShapeDtypeStruct(shape, dtype)  # noqa: E731
