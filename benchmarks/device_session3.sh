@@ -28,7 +28,7 @@ export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
     echo "== A exit $?"
     echo "== B: vs_peers N = 1e6, every contender with full float32 products"
     JAX_DEFAULT_MATMUL_PRECISION=float32 timeout "${LIMIT_B:-200}" $PY benchmarks/vs_peers.py --models logistic10 \
-        --sizes "${N_A:-1000000}" --contenders ours_fixed nuts --budget 30 --warm-max 60 --tag _device_f32 \
+        --sizes "${N_A:-1000000}" --contenders ours_fixed ours_auto nuts --budget "${BUDGET_B:-45}" --warm-max 60 --tag _device_f32 \
         --v-memory-gib 40 --no-long-reference --out "$OUT"
     echo "== B exit $?"
     echo "== C: vs_peers N = 5e6, our fixed route"
