@@ -1,0 +1,82 @@
+"""`cj.sample` on a coreset on a machine with a GPU: its chains on the GPU against the same chains on the host CPU.
+
+On an H200 the coreset route's sampling stage took 6.0-7.4 s from a fresh process (vs_peers, N = 5e5 and 1e6),
+against 2.3-2.4 s on the 2-core CPU. A coreset's chains evaluate M = 100 rows per step: a GPU runs them as
+chains of tiny dependent kernels, bound by launch latency, while the host CPU runs them in-cache. This
+measures both placements of the same program, each in a fresh process with an empty compilation cache, the two
+alternating in every repeat:
+- `first_s`: the first `cj.sample` (compilation included), `second_s`: the same call again (compiled);
+- the draws' mean and sd, to show the two placements sample the same posterior.
+The coreset: the first M rows of vs_peers' NumPyro logistic regression (D = 10) with weights N / M, the shape
+of the route's coreset at N = 1e6; NUTS, 2 chains x (400 + 400), as the route.
+
+    python benchmarks/investigations/sample_placement.py [--repeats 2] [--out DIR]
+Writes results/sample_placement.json. On a machine without a GPU both placements are the CPU (a smoke run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks/
+sys.path[:0] = [HERE, os.path.dirname(HERE)]
+import common  # noqa: E402
+
+VARIANTS = ("gpu", "cpu")
+N_REPRESENTED, M = 1_000_000, 100
+
+CHILD = r"""
+import json, os, sys, tempfile, time, warnings
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp()
+os.environ["JAX_COMPILATION_CACHE_DIR"] = os.environ["XDG_CACHE_HOME"]
+os.environ["CORESETS_JAX_NO_CACHE"] = "1"
+import numpy as np
+import jax
+import coresets_jax as cj
+import vs_peers
+cell, variant, n, m = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+warnings.simplefilter("ignore")
+scope = {}
+exec(vs_peers.MODEL_CODE, scope)
+X, y, _ = vs_peers.make_data("logistic", 10, m)
+device = jax.devices("cpu")[0] if variant == "cpu" else jax.devices()[0]
+with jax.default_device(device):
+    model, data = cj.from_numpyro(scope["logistic"], jax.device_put(X, device), jax.device_put(y, device))
+    cs = cj.Coreset(jax.device_put(np.arange(m, dtype=np.int32), device),
+                    jax.device_put(np.full(m, n / m, np.float32), device))
+    times = []
+    for call in range(2):
+        t0 = time.perf_counter()
+        post = cj.sample(model, data, jax.random.key(0), weights=cs, num_samples=400, num_warmup=400,
+                         num_chains=2, warn=False)
+        s = np.asarray(post.samples)
+        times.append(time.perf_counter() - t0)
+draws = s.reshape(-1, s.shape[-1])
+print("JSON" + json.dumps({"first_s": times[0], "second_s": times[1], "placed_on": str(post.samples.devices()),
+                           "mean": draws.mean(0).tolist(), "sd": draws.std(0).tolist()}))
+"""
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--out", default=os.path.join(HERE, "results"))
+    args = p.parse_args(argv)
+    cell = f"logistic10_m{M}"
+    runs = common.alternating_children(CHILD, [cell], VARIANTS, args.repeats, N_REPRESENTED, M,
+                                       describe=lambda r: r["placed_on"])
+    medians = common.first_second_medians(runs[cell])
+    gpu, cpu = runs[cell]["gpu"][0], runs[cell]["cpu"][0]
+    result = {"environment": common.environment(), "N_represented": N_REPRESENTED, "M": M,
+              "repeats": args.repeats, "runs": runs, "medians": medians,
+              "cpu_over_gpu_first": medians["cpu"]["first_s"] / medians["gpu"]["first_s"],
+              "cpu_over_gpu_second": medians["cpu"]["second_s"] / medians["gpu"]["second_s"],
+              "mean_shift_sd": common.mean_shift_sd(gpu, cpu)}
+    print({k: result[k] for k in ("medians", "cpu_over_gpu_first", "cpu_over_gpu_second", "mean_shift_sd")})
+    print("wrote", common.write_json(result, args.out, "sample_placement"))
+
+
+if __name__ == "__main__":
+    main()
