@@ -3,12 +3,15 @@
 On an H200 the coreset route's sampling stage took 6.0-7.4 s from a fresh process (vs_peers, N = 5e5 and 1e6),
 against 2.3-2.4 s on the 2-core CPU. A coreset's chains evaluate M = 100 rows per step: a GPU runs them as
 chains of tiny dependent kernels, bound by launch latency, while the host CPU runs them in-cache. This
-measures both placements of the same program, each in a fresh process with an empty compilation cache, the two
+measures three placements of the same program, each in a fresh process with an empty compilation cache,
 alternating in every repeat:
+- `gpu`: the data on the GPU, the chains there too (`sample.HOST_CHAIN_ROWS = 0`);
+- `cpu`: the data on the host, the chains there;
+- `auto`: the data on the GPU, `cj.sample`'s default (the chains on the host up to `HOST_CHAIN_ROWS` rows);
 - `first_s`: the first `cj.sample` (compilation included), `second_s`: the same call again (compiled);
 - the draws' mean and sd, to show the two placements sample the same posterior.
-The coreset: the first M rows of vs_peers' NumPyro logistic regression (D = 10) with weights N / M, the shape
-of the route's coreset at N = 1e6; NUTS, 2 chains x (400 + 400), as the route.
+The coreset: the first M rows of vs_peers' NumPyro logistic regression (D = 10) with weights N / M (N = 1e6),
+M = 100 (the shape of the route's coreset), 1,000 and 10,000; NUTS, 2 chains x (400 + 400), as the route.
 
     python benchmarks/investigations/sample_placement.py [--repeats 2] [--out DIR]
 Writes results/sample_placement.json. On a machine without a GPU both placements are the CPU (a smoke run).
@@ -17,6 +20,7 @@ Writes results/sample_placement.json. On a machine without a GPU both placements
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 
@@ -24,8 +28,8 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
 import common  # noqa: E402
 
-VARIANTS = ("gpu", "cpu")
-N_REPRESENTED, M = 1_000_000, 100
+VARIANTS = ("gpu", "cpu", "auto")
+N_REPRESENTED, SIZES, QUICK_SIZES = 1_000_000, (100, 1_000, 10_000), (100,)
 
 CHILD = r"""
 import json, os, sys, tempfile, time, warnings
@@ -36,8 +40,11 @@ import numpy as np
 import jax
 import coresets_jax as cj
 import vs_peers
-cell, variant, n, m = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+cell, variant, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+m = int(cell.rsplit("_m", 1)[1])
 warnings.simplefilter("ignore")
+if variant == "gpu":
+    sys.modules["coresets_jax.inference.sample"].HOST_CHAIN_ROWS = 0
 scope = {}
 exec(vs_peers.MODEL_CODE, scope)
 X, y, _ = vs_peers.make_data("logistic", 10, m)
@@ -62,19 +69,26 @@ print("JSON" + json.dumps({"first_s": times[0], "second_s": times[1], "placed_on
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     p.add_argument("--out", default=os.path.join(HERE, "results"))
     args = p.parse_args(argv)
-    cell = f"logistic10_m{M}"
-    runs = common.alternating_children(CHILD, [cell], VARIANTS, args.repeats, N_REPRESENTED, M,
+    cells = [f"logistic10_m{m}" for m in args.sizes]
+    runs = common.alternating_children(CHILD, cells, VARIANTS, args.repeats, N_REPRESENTED,
                                        describe=lambda r: r["placed_on"])
-    medians = common.first_second_medians(runs[cell])
-    gpu, cpu = runs[cell]["gpu"][0], runs[cell]["cpu"][0]
-    result = {"environment": common.environment(), "N_represented": N_REPRESENTED, "M": M,
-              "repeats": args.repeats, "runs": runs, "medians": medians,
-              "cpu_over_gpu_first": medians["cpu"]["first_s"] / medians["gpu"]["first_s"],
-              "cpu_over_gpu_second": medians["cpu"]["second_s"] / medians["gpu"]["second_s"],
-              "mean_shift_sd": common.mean_shift_sd(gpu, cpu)}
-    print({k: result[k] for k in ("medians", "cpu_over_gpu_first", "cpu_over_gpu_second", "mean_shift_sd")})
+    rows = []
+    for cell in cells:
+        med = common.first_second_medians(runs[cell])
+        rows.append({"cell": cell, "M": int(cell.rsplit("_m", 1)[1]), "medians": med,
+                     "cpu_over_gpu_first": med["cpu"]["first_s"] / med["gpu"]["first_s"],
+                     "cpu_over_gpu_second": med["cpu"]["second_s"] / med["gpu"]["second_s"],
+                     "auto_over_gpu_first": med["auto"]["first_s"] / med["gpu"]["first_s"],
+                     "mean_shift_sd": max(common.mean_shift_sd(runs[cell]["gpu"][0], runs[cell][v][0])
+                                          for v in ("cpu", "auto"))})
+    result = {"environment": common.environment(), "N_represented": N_REPRESENTED, "repeats": args.repeats,
+              "host_chain_rows": importlib.import_module("coresets_jax.inference.sample").HOST_CHAIN_ROWS,
+              "runs": runs, "rows": rows}
+    for r in rows:
+        print({k: r[k] for k in r if k != "cell"})
     print("wrote", common.write_json(result, args.out, "sample_placement"))
 
 

@@ -1,0 +1,98 @@
+"""`cj.sample` runs a coreset's chains on the host CPU when the data lives on an accelerator.
+
+No accelerator here: a process with two CPU devices stands in, device 0 for the accelerator that holds the data
+and device 1 for the host (`sample._chain_device` patched to say so). The checks: the chains ran on the "host",
+the draws come back on the data's device, and they are bit-identical to the chains run where the data lives.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import pytest
+
+import coresets_jax  # noqa: F401 (imports the sampling module for the rule's test)
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = textwrap.dedent(r"""
+    import json, sys
+    import jax, jax.numpy as jnp, numpy as np
+    import coresets_jax as cj
+    mod = sys.modules["coresets_jax.inference.sample"]
+    accelerator, host = jax.devices()[:2]
+    model = cj.models.logistic_regression()
+    ds = cj.data.synthetic_logistic(jax.random.key(1), 2000)
+    data = jax.device_put(ds.train, accelerator)
+    cs = cj.coreset(model, data, size=30, method="omp", key=jax.random.key(0))
+    kw = dict(num_samples=60, num_warmup=60, num_chains=2, warn=False)
+    out = {}
+
+    ran_on = []
+    run_chains = mod._run_chains
+    def spy(model, rows, w, key, *rest):
+        ran_on.append(sorted(str(d) for leaf in jax.tree_util.tree_leaves((rows, w, key)) for d in leaf.devices()))
+        return run_chains(model, rows, w, key, *rest)
+    mod._run_chains = spy
+
+    where_data_lives = cj.sample(model, data, jax.random.key(3), weights=cs, **kw)
+    out["unpatched_ran_on"] = sorted(set(ran_on.pop()))
+    mod._chain_device = lambda rows: (host, accelerator)
+    on_host = cj.sample(model, data, jax.random.key(3), weights=cs, init=jnp.zeros(3), **kw)
+    out["patched_ran_on"] = sorted(set(ran_on.pop()))
+    out["draws_on"] = sorted(str(d) for d in on_host.samples.devices())
+    out["stats_on"] = sorted({str(d) for leaf in jax.tree_util.tree_leaves(on_host.stats) for d in leaf.devices()})
+    again = cj.sample(model, data, jax.random.key(3), weights=cs, init=jnp.zeros(3), **kw)
+    mod._chain_device = lambda rows: (None, None)
+    same_init = cj.sample(model, data, jax.random.key(3), weights=cs, init=jnp.zeros(3), **kw)
+    out["identical"] = bool(np.array_equal(np.asarray(again.samples), np.asarray(same_init.samples)))
+    out["identical_default_init"] = bool(np.array_equal(np.asarray(where_data_lives.samples),
+                                                        np.asarray(cj.sample(model, data, jax.random.key(3),
+                                                                             weights=cs, **kw).samples)))
+    cert = cj.certify(model, data, cs, on_host.samples)
+    out["certify_finite"] = bool(np.isfinite(cert.kl))
+    print("JSON" + json.dumps(out))
+""")
+
+
+@pytest.fixture(scope="module")
+def two_devices():
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
+               CORESETS_JAX_PROGRESS="0")
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads([line for line in proc.stdout.splitlines() if line.startswith("JSON")][-1][4:])
+
+
+def test_chains_run_on_the_host_and_the_draws_come_back(two_devices):
+    assert two_devices["unpatched_ran_on"] == ["cpu:0"]  # a CPU's data: the chains stay there
+    assert two_devices["patched_ran_on"] == ["cpu:1"]
+    assert two_devices["draws_on"] == ["cpu:0"]
+    assert two_devices["stats_on"] == ["cpu:0"]
+    assert two_devices["certify_finite"]
+
+
+def test_host_chains_give_the_same_draws(two_devices):
+    assert two_devices["identical"]
+    assert two_devices["identical_default_init"]
+
+
+class _Device:
+    def __init__(self, platform, id):
+        self.platform, self.id = platform, id
+
+
+def test_the_rule_moves_only_small_coresets_off_an_accelerator(monkeypatch):
+    mod = sys.modules["coresets_jax.inference.sample"]
+    gpus = {_Device("gpu", 1), _Device("gpu", 0)}
+    host, home = mod._host_for(gpus, 100)
+    assert host == jax.devices("cpu")[0] and (home.platform, home.id) == ("gpu", 0)
+    assert mod._host_for(gpus, mod.HOST_CHAIN_ROWS) != (None, None)
+    assert mod._host_for(gpus, mod.HOST_CHAIN_ROWS + 1) == (None, None)  # a large coreset stays
+    assert mod._host_for({_Device("cpu", 0)}, 100) == (None, None)  # on the host already
+    assert mod._chain_device({"x": jax.numpy.zeros((100, 3))}) == (None, None)
+    monkeypatch.setattr(mod, "HOST_CHAIN_ROWS", 0)  # off
+    assert mod._host_for(gpus, 100) == (None, None)
