@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The open GPU questions in one call (docs/performance.md, "Why NumPyro's NUTS ran so long on the GPU"):
+# Three GPU questions in one call (docs/performance.md, "Why NumPyro's NUTS ran so long on the GPU"); it ran on an
+# H200 and answered them (benchmarks/README.md, "A third lease"):
 #   A. is TensorFloat-32 what makes NumPyro's NUTS trees reach their maximum depth at N = 1e6? Two cold seeds
 #      that ran past 100 s with JAX's default (TF32) products, again with full float32 products;
 #   B. the peers comparison at N = 1e6 with full float32 products for every contender (NumPyro's NUTS then

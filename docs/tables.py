@@ -162,14 +162,18 @@ def table_models(with_commit: bool, stem: str = "models") -> str:
     return "\n".join(lines)
 
 
-def table_vs_peers(with_commit: bool, stem: str = "vs_peers") -> str:
+def table_vs_peers(with_commit: bool, stem: str = "vs_peers", note: str = "") -> str:
     """Time to a posterior from a fresh process against NumPyro's NUTS and HMCECS (benchmarks/vs_peers.py)."""
     data = _load(stem)
     lines = [data["table_markdown"], ""]
     for t in data.get("targets", {}).get("checks", []) if isinstance(data.get("targets"), dict) else []:
         lines.append(f"- {t}")
     return "\n".join(lines + ["Cold: a fresh process with empty compilation caches; warm: a second identical "
-                               "call in that process. " + provenance(data, stem, with_commit)])
+                               "call in that process. " + note + provenance(data, stem, with_commit)])
+
+
+H200_FLOAT32 = ("Every contender ran with `JAX_DEFAULT_MATMUL_PRECISION=float32` (full float32 matrix products; our "
+                "route uses them in any case). ")
 
 
 def table_device_pipeline(with_commit: bool, stem: str = "device_gpu") -> str:
@@ -442,6 +446,45 @@ def table_gpu_loop(with_commit: bool) -> str:
                               + " " + provenance(h200, "gpu_stages_h200", with_commit)])
 
 
+def table_gpu_nuts_precision(with_commit: bool) -> str:
+    """NumPyro's NUTS at N = 10^6 on an H200, cold, with JAX's default (TF32) and full float32 products."""
+    runs = [("JAX's default (TF32)", "gpu_stages_h200"), ("JAX's default (TF32)", "gpu_stages_h200_tf32"),
+            ("full float32", "gpu_stages_h200_f32")]
+    lines = ["| matrix products | seed | seconds (cold process) | leapfrog steps per draw, mean (max) | results file |",
+             "|---|---|---|---|---|"]
+    for products, stem in runs:
+        data = _load(stem)
+        for key in sorted(k for k in data if k.startswith("seed_")):
+            run = data[key]
+            done = run["stages"][0] if run.get("stages") else run if "seconds" in run else None
+            steps = f"{_fmt(sum(done['mean_steps_per_chain']) / 2)} ({done['max_steps']})" if done else "–"
+            lines.append(f"| {products} | {key[5:]} | {_fmt(done['process_s']) if done else run['status']} | "
+                         f"{steps} | `{stem}` |")
+    return "\n".join(lines + ["", "vs_peers.py's logistic regression, D = 10, N = 1,000,000; NumPyro NUTS, 2 chains "
+                              "vectorized, 400 + 400; one fresh process per seed. "
+                              + " ".join(provenance(_load(stem), stem, with_commit) for stem in dict.fromkeys(s for _, s in runs))])
+
+
+def table_sample_placement(with_commit: bool) -> str:
+    """A coreset's chains on the GPU, on the host, and where `cj.sample` puts them (investigations/sample_placement.py)."""
+    data = _load("sample_placement_h200")
+    lines = ["| M | GPU: first call s | host: first call s | default: first call s | GPU: compiled s | "
+             "host: compiled s | default: compiled s | placed by default on |", "|---|---|---|---|---|---|---|---|"]
+    for r in data["rows"]:
+        med = r["medians"]
+        where = "host" if r["M"] <= data["host_chain_rows"] else "GPU"  # the rule when this ran
+        lines.append(f"| {r['M']:,} | " + " | ".join(_fmt(med[v]["first_s"], 2) for v in ("gpu", "cpu", "auto"))
+                     + " | " + " | ".join(_fmt(med[v]["second_s"], 2) for v in ("gpu", "cpu", "auto"))
+                     + f" | {where} |")
+    return "\n".join(lines + ["", f"`cj.sample` on M rows of vs_peers' logistic regression (D = 10) weighted N / M, "
+                              f"N = 10^6; NUTS, 2 chains x (400 + 400); each placement in a fresh process, "
+                              f"{data['repeats']} repeat(s), alternating. GPU: the data and chains on the GPU; "
+                              "host: the data and chains on the host CPU; default: the data on the GPU, the chains "
+                              f"where `cj.sample` put them when this ran (the host up to {data['host_chain_rows']:,} "
+                              "rows). "
+                              + provenance(data, "sample_placement_h200", with_commit)])
+
+
 def table_tf32_emulation(with_commit: bool) -> str:
     """TF32 rounding of X and theta, emulated in NumPy (investigations/tf32_emulation.py)."""
     data = _load("tf32_emulation")
@@ -544,6 +587,11 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "gpu_nuts": table_gpu_nuts,
     "gpu_loop": table_gpu_loop,
     "tf32_emulation": table_tf32_emulation,
+    "gpu_nuts_precision": table_gpu_nuts_precision,
+    "sample_placement": table_sample_placement,
+    "vs_peers_h200_f32": lambda with_commit: table_vs_peers(with_commit, "vs_peers_h200_f32", H200_FLOAT32),
+    "vs_peers_h200_host_chains": lambda with_commit: table_vs_peers(with_commit, "vs_peers_h200_host_chains",
+                                                                    H200_FLOAT32),
 }
 
 

@@ -13,13 +13,12 @@ alternating in every repeat:
 The coreset: the first M rows of vs_peers' NumPyro logistic regression (D = 10) with weights N / M (N = 1e6),
 M = 100 (the shape of the route's coreset), 1,000 and 10,000; NUTS, 2 chains x (400 + 400), as the route.
 
-    python benchmarks/investigations/sample_placement.py [--repeats 2] [--out DIR]
+    python benchmarks/investigations/sample_placement.py [--repeats 2] [--sizes 100 1000 10000] [--out DIR]
 Writes results/sample_placement.json. On a machine without a GPU both placements are the CPU (a smoke run).
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
@@ -66,14 +65,16 @@ print("JSON" + json.dumps({"first_s": times[0], "second_s": times[1], "placed_on
 """
 
 
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
-    p.add_argument("--out", default=os.path.join(HERE, "results"))
-    args = p.parse_args(argv)
-    cells = [f"logistic10_m{m}" for m in args.sizes]
-    runs = common.alternating_children(CHILD, cells, VARIANTS, args.repeats, N_REPRESENTED,
+def main(argv=None, *, quick=None, out_dir=None) -> dict:
+    def extra(p):
+        p.add_argument("--repeats", type=int, default=2)
+        p.add_argument("--sizes", type=int, nargs="+", default=None)
+
+    args = common.resolve(argv, quick, out_dir, __doc__, extra)
+    sizes = args.sizes or (QUICK_SIZES if args.quick else SIZES)
+    repeats = 1 if args.quick else args.repeats
+    cells = [f"logistic10_m{m}" for m in sizes]
+    runs = common.alternating_children(CHILD, cells, VARIANTS, repeats, N_REPRESENTED,
                                        describe=lambda r: r["placed_on"])
     rows = []
     for cell in cells:
@@ -84,12 +85,13 @@ def main(argv=None) -> None:
                      "auto_over_gpu_first": med["auto"]["first_s"] / med["gpu"]["first_s"],
                      "mean_shift_sd": max(common.mean_shift_sd(runs[cell]["gpu"][0], runs[cell][v][0])
                                           for v in ("cpu", "auto"))})
-    result = {"environment": common.environment(), "N_represented": N_REPRESENTED, "repeats": args.repeats,
+    result = {"environment": common.environment(), "N_represented": N_REPRESENTED, "repeats": repeats,
               "host_chain_rows": importlib.import_module("coresets_jax.inference.sample").HOST_CHAIN_ROWS,
               "runs": runs, "rows": rows}
     for r in rows:
         print({k: r[k] for k in r if k != "cell"})
-    print("wrote", common.write_json(result, args.out, "sample_placement"))
+    print("wrote", common.write_json(result, args.out, common.stem("sample_placement", args.quick)))
+    return result
 
 
 if __name__ == "__main__":

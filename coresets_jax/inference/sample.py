@@ -165,10 +165,12 @@ def _chain_precision(weights):
 
 # Gathered coreset rows up to which the chains run on the host CPU when the data lives on an accelerator
 # (0: where the data lives). A coreset's chains evaluate M rows per step: on a GPU that is a chain of tiny
-# dependent kernels bound by launch latency, on the host a loop in cache. On an H200 (M = 100, D = 10, NUTS
-# 2 x (400 + 400)) the host took 2.5 s from a fresh process against the GPU's 6.6 s, and 0.16 s against
-# 1.1 s compiled (benchmarks/investigations/sample_placement.py).
-HOST_CHAIN_ROWS = 10_000
+# dependent kernels bound by launch latency, on the host a loop in cache. Measured on an H200 with 16 host
+# cores (D = 10, NUTS 2 x (400 + 400), benchmarks/investigations/sample_placement.py), compiled calls: the
+# host took 0.16 s against the GPU's 1.03 s at M = 100, 0.35 s against 0.78 s at M = 1,000, and 3.25 s
+# against 0.82 s at M = 10,000; the host's time grows with M and the GPU's does not, so they cross near
+# M = 2,500. From a fresh process, M = 100: 2.2 s on the host against 5.8 s.
+HOST_CHAIN_ROWS = 2_048
 
 
 def _chain_device(rows):
