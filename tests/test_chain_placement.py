@@ -12,6 +12,7 @@ import sys
 import textwrap
 
 import jax
+import numpy as np
 import pytest
 
 import coresets_jax  # noqa: F401 (imports the sampling module for the rule's test)
@@ -94,5 +95,9 @@ def test_the_rule_moves_only_small_coresets_off_an_accelerator(monkeypatch):
     assert mod._host_for(gpus, mod.HOST_CHAIN_ROWS + 1) == (None, None)  # a large coreset stays
     assert mod._host_for({_Device("cpu", 0)}, 100) == (None, None)  # on the host already
     assert mod._chain_device({"x": jax.numpy.zeros((100, 3))}) == (None, None)
+    assert mod._chain_device({"x": np.zeros((100, 3))}) == (None, None)  # NumPy: JAX's default device, a CPU
+    assert mod._chain_device({}) == (None, None)
     monkeypatch.setattr(mod, "HOST_CHAIN_ROWS", 0)  # off
     assert mod._host_for(gpus, 100) == (None, None)
+    monkeypatch.setattr(mod, "_host_for", lambda devices, rows: (sorted(d.platform for d in devices), rows))
+    assert mod._chain_device({"x": np.zeros((7, 3))}) == (["cpu"], 7)  # NumPy rows: the default device's

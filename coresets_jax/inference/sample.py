@@ -175,8 +175,13 @@ HOST_CHAIN_ROWS = 2_048
 
 def _chain_device(rows):
     """(host CPU device, device of the data) when a coreset's chains should run on the host, else (None, None)."""
-    leaves = [x for x in jax.tree_util.tree_leaves(rows) if isinstance(x, jax.Array)]
-    return _host_for(leaves[0].devices(), leaves[0].shape[0]) if leaves else (None, None)
+    leaves = jax.tree_util.tree_leaves(rows)
+    if not leaves:
+        return None, None
+    # NumPy rows would go where JAX puts them: its default device
+    first = leaves[0]
+    devices = first.devices() if isinstance(first, jax.Array) else {jax.devices()[0]}
+    return _host_for(devices, int(np.shape(first)[0]) if np.ndim(first) else 1)
 
 
 def _host_for(devices, num_rows: int):
@@ -260,7 +265,9 @@ def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str
         padding has weight 0, so a new coreset of the same capacity reuses the compiled sampler), or a
         dense non-negative (N,) array (its non-zero rows are gathered, padded to a power of two). On a
         coreset the chains run in float64 even with x64 off (its large weights make float32 gradients too
-        rough for NUTS) and the draws come back in the data's float32.
+        rough for NUTS) and the draws come back in the data's float32. When the data lives on an accelerator,
+        a coreset of at most `HOST_CHAIN_ROWS` (2,048) rows runs its chains on the host CPU, where M-row
+        steps are not bound by kernel-launch latency, and the draws come back on the data's device.
       method: "nuts" | "hmc" | "mala" | "rwmh" (or any kernel added with `kernels.register_kernel`). The
         posterior-driven constructions call the same choice `kernel=`: there it is one of a construction's
         options, here an argument of this public function, kept as the public API names it.
