@@ -38,6 +38,7 @@ SCRIPT = textwrap.dedent(r"""
         ran_on.append(sorted(str(d) for leaf in jax.tree_util.tree_leaves((rows, w, key)) for d in leaf.devices()))
         return run_chains(model, rows, w, key, *rest)
     mod._run_chains = spy
+    chain_device = mod._chain_device
 
     where_data_lives = cj.sample(model, data, jax.random.key(3), weights=cs, **kw)
     out["unpatched_ran_on"] = sorted(set(ran_on.pop()))
@@ -55,6 +56,18 @@ SCRIPT = textwrap.dedent(r"""
                                                                              weights=cs, **kw).samples)))
     cert = cj.certify(model, data, cs, on_host.samples)
     out["certify_finite"] = bool(np.isfinite(cert.kl))
+
+    # data sharded over both devices (a mesh of "accelerators"): the draws come back replicated over it
+    mod._chain_device = chain_device
+    mod._host_for = lambda devices, rows: (host, min(devices, key=lambda d: d.id))
+    sharded = cj.shard(ds.train)
+    on_mesh = cj.sample(model, sharded, jax.random.key(3), weights=cs, init=jnp.zeros(3), **kw)
+    out["mesh_ran_on"] = sorted(set(ran_on.pop()))
+    out["mesh_draws_on"] = sorted(str(d) for d in on_mesh.samples.devices())
+    out["mesh_replicated"] = bool(on_mesh.samples.sharding.is_fully_replicated)
+    out["mesh_identical"] = bool(np.array_equal(np.asarray(on_mesh.samples), np.asarray(again.samples)))
+    cert = cj.certify(model, sharded, cs, on_mesh.samples)
+    out["mesh_certify_finite"] = bool(np.isfinite(cert.kl))
     print("JSON" + json.dumps(out))
 """)
 
@@ -74,6 +87,14 @@ def test_chains_run_on_the_host_and_the_draws_come_back(two_devices):
     assert two_devices["draws_on"] == ["cpu:0"]
     assert two_devices["stats_on"] == ["cpu:0"]
     assert two_devices["certify_finite"]
+
+
+def test_sharded_data_gets_its_draws_back_replicated(two_devices):
+    assert two_devices["mesh_ran_on"] == ["cpu:1"]
+    assert two_devices["mesh_draws_on"] == ["cpu:0", "cpu:1"]
+    assert two_devices["mesh_replicated"]
+    assert two_devices["mesh_identical"]
+    assert two_devices["mesh_certify_finite"]
 
 
 def test_host_chains_give_the_same_draws(two_devices):

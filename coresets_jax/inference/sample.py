@@ -174,14 +174,19 @@ HOST_CHAIN_ROWS = 2_048
 
 
 def _chain_device(rows):
-    """(host CPU device, device of the data) when a coreset's chains should run on the host, else (None, None)."""
+    """(host CPU device, where the draws go back) when a coreset's chains should run on the host, else (None,
+    None). The draws go back to the data's device, or replicated over its mesh when it spans several."""
     leaves = jax.tree_util.tree_leaves(rows)
     if not leaves:
         return None, None
     # NumPy rows would go where JAX puts them: its default device
     first = leaves[0]
     devices = first.devices() if isinstance(first, jax.Array) else {jax.devices()[0]}
-    return _host_for(devices, int(np.shape(first)[0]) if np.ndim(first) else 1)
+    host, home = _host_for(devices, int(np.shape(first)[0]) if np.ndim(first) else 1)
+    sharding = getattr(first, "sharding", None)
+    if host is not None and len(devices) > 1 and isinstance(sharding, jax.sharding.NamedSharding):
+        home = jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec())
+    return host, home
 
 
 def _host_for(devices, num_rows: int):
