@@ -17,8 +17,6 @@ import pytest
 
 import coresets_jax  # noqa: F401 (imports the sampling module for the rule's test)
 
-pytestmark = pytest.mark.slow
-
 SCRIPT = textwrap.dedent(r"""
     import json, sys
     import jax, jax.numpy as jnp, numpy as np
@@ -81,6 +79,7 @@ def two_devices():
     return json.loads([line for line in proc.stdout.splitlines() if line.startswith("JSON")][-1][4:])
 
 
+@pytest.mark.slow  # a fresh process with two devices
 def test_chains_run_on_the_host_and_the_draws_come_back(two_devices):
     assert two_devices["unpatched_ran_on"] == ["cpu:0"]  # a CPU's data: the chains stay there
     assert two_devices["patched_ran_on"] == ["cpu:1"]
@@ -89,6 +88,7 @@ def test_chains_run_on_the_host_and_the_draws_come_back(two_devices):
     assert two_devices["certify_finite"]
 
 
+@pytest.mark.slow  # a fresh process with two devices
 def test_sharded_data_gets_its_draws_back_replicated(two_devices):
     assert two_devices["mesh_ran_on"] == ["cpu:1"]
     assert two_devices["mesh_draws_on"] == ["cpu:0", "cpu:1"]
@@ -97,6 +97,7 @@ def test_sharded_data_gets_its_draws_back_replicated(two_devices):
     assert two_devices["mesh_certify_finite"]
 
 
+@pytest.mark.slow  # a fresh process with two devices
 def test_host_chains_give_the_same_draws(two_devices):
     assert two_devices["identical"]
     assert two_devices["identical_default_init"]
