@@ -110,3 +110,52 @@ def test_pi_hat_sampling_moments():
     np.testing.assert_allclose(np.sort(got, 0), np.sort(draws[:100], 0))
     with pytest.raises(ValueError, match="num"):
         supplied.sample(jax.random.key(4), 101)
+
+
+def _two_component_mixture(n=2000):
+    """A two-component Gaussian mixture, theta = (logit w, mu1, log(mu2 - mu1), log s1, log s2), N(0, 3^2)
+    priors. From theta = 0 Newton's steepest-descent fallback walks towards w -> 0 (logit w -6), where the
+    Hessian is indefinite."""
+    rng = np.random.default_rng(12)
+    z = rng.random(n) < 0.3
+    y = np.where(z, rng.normal(-2, 1, n), rng.normal(1.5, 0.7, n)).astype(np.float32)
+
+    def loglik(theta, yi):
+        w, mu1 = jax.nn.sigmoid(theta[0]), theta[1]
+        mu2, s1, s2 = mu1 + jnp.exp(theta[2]), jnp.exp(theta[3]), jnp.exp(theta[4])
+        return jnp.logaddexp(jnp.log(w) + jax.scipy.stats.norm.logpdf(yi, mu1, s1),
+                             jnp.log1p(-w) + jax.scipy.stats.norm.logpdf(yi, mu2, s2))
+
+    def neg_log_post(t):  # the same posterior in float64 NumPy/SciPy
+        w, mu1, mu2, s1, s2 = 1 / (1 + np.exp(-t[0])), t[1], t[1] + np.exp(t[2]), np.exp(t[3]), np.exp(t[4])
+        yy = y.astype(np.float64)
+        ll = np.logaddexp(np.log(w) + stats.norm.logpdf(yy, mu1, s1), np.log1p(-w) + stats.norm.logpdf(yy, mu2, s2))
+        return -(ll.sum() + stats.norm.logpdf(t, 0.0, 3.0).sum())
+
+    model = cj.Model(log_likelihood=loglik, log_prior=lambda t: jnp.sum(jax.scipy.stats.norm.logpdf(t, 0.0, 3.0)),
+                     dim=5)
+    return model, jnp.asarray(y), neg_log_post
+
+
+def test_a_newton_fit_that_ends_off_the_mode_is_retried_with_lbfgs():
+    from scipy import optimize
+
+    from coresets_jax.weighting import pihat
+
+    model, y, neg_log_post = _two_component_mixture()
+    newton = pihat.laplace_fn(model)(y, jnp.zeros(5))
+    assert not bool(newton.info["positive_definite"])  # the failure the retry is for
+    approx = cj.laplace(model, y)
+    assert approx.info["method"] == "optax" and "L-BFGS" in approx.info["fallback"]
+    mode = optimize.minimize(neg_log_post, np.array([-0.85, -2.0, 1.25, 0.0, -0.35]), method="BFGS").x
+    np.testing.assert_allclose(np.asarray(approx.mean), mode, atol=2e-2)
+    assert np.all(np.linalg.eigvalsh(np.asarray(approx.cov, np.float64)) > 0)
+    assert cj.laplace(cj.models.gaussian_mean(2), jnp.ones((50, 2))).info["fallback"] is None
+
+
+def test_a_fit_that_neither_newton_nor_lbfgs_can_make_proper_still_raises():
+    # A direction the posterior does not depend on (flat likelihood, flat prior): no optimiser gives a
+    # negative definite Hessian (it is singular, so its inverse is not finite either), so the error stands.
+    model = cj.Model(lambda theta, x: -0.5 * (theta[0] - x) ** 2, lambda theta: -0.5 * theta[0] ** 2, dim=2)
+    with pytest.raises(ValueError, match="not negative definite|not finite"):
+        cj.laplace(model, jnp.ones(20))

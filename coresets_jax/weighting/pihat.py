@@ -130,6 +130,9 @@ def laplace_fn(model: Model, *, method: str = "newton", scale: float = 1.0, max_
     return fit
 
 
+LBFGS_FALLBACK_ITER = 200  # L-BFGS's iteration cap when it retries a Newton fit that failed
+
+
 @functools.lru_cache(maxsize=64)
 def _compiled(model: Model, method: str, scale: float, max_iter: int, tol: float, learning_rate):
     return compiled.jit(laplace_fn(model, method=method, scale=scale, max_iter=max_iter, tol=tol,
@@ -143,8 +146,10 @@ def laplace(model: Model, data: Any, key: Optional[Array] = None, *, init: Optio
             weights: Optional[Array] = None) -> GaussianApproximation:
     """Laplace approximation N(theta_hat, -H^{-1}) of the posterior (HC §5, the pi_hat of its experiments).
 
-    Validates, runs the pure core `laplace_fn`, then checks: a non-finite or non-positive-definite result
-    raises ValueError, and a fit that did not converge within `max_iter` warns (`info["converged"]`).
+    Validates, runs the pure core `laplace_fn`, then checks: a Newton fit that ends where the Hessian is not
+    negative definite (a saddle, or the edge of a degenerate region) is retried with L-BFGS from the same start
+    (`info["fallback"]` says so); a non-finite or non-positive-definite result raises ValueError, and a fit
+    that did not converge within `max_iter` warns (`info["converged"]`).
 
     Args:
       model, data: the model and its data pytree.
@@ -200,6 +205,18 @@ def laplace_checked(model: Model, data: Any, n: int, key: Optional[Array] = None
     except TypeError as err:
         raise ValueError(f"init: the model cannot evaluate a theta of shape {theta0.shape}: {err}") from err
     info = {k: v.item() for k, v in approx.info.items()}
+    fallback = None
+    if method == "newton" and not (info["finite"] and info["positive_definite"]):
+        # Newton's steepest-descent fallback can walk into a saddle or the edge of a degenerate region (a
+        # two-component mixture's weight -> 0: gradient norm 11, Hessian indefinite) where L-BFGS, with its
+        # line search on the same objective, reaches the mode from the same start.
+        retry = _compiled(model, "optax", float(scale), max(int(max_iter), LBFGS_FALLBACK_ITER), float(tol), None)
+        second = retry(data, theta0, weights)
+        second_info = {k: v.item() for k, v in second.info.items()}
+        if second_info["finite"] and second_info["positive_definite"]:
+            fallback = (f"newton ended where the Hessian is not negative definite (gradient norm "
+                        f"{info['grad_norm']:.3g}); L-BFGS from the same start found the mode")
+            approx, info, method = second, second_info, "optax"
     if not info["finite"]:
         raise ValueError("model: the Laplace approximation is not finite; the log posterior may be "
                          "non-finite (a log-likelihood of -inf or NaN on some rows) or unbounded near init")
@@ -210,5 +227,5 @@ def laplace_checked(model: Model, data: Any, n: int, key: Optional[Array] = None
         warnings.warn(f"laplace: did not converge in max_iter = {max_iter} iterations (gradient norm "
                       f"{info['grad_norm']:.3g}); raise max_iter or check the model", RuntimeWarning,
                       stacklevel=caller.stacklevel())
-    info.update(method=method, subsample=subsample)
+    info.update(method=method, subsample=subsample, fallback=fallback)
     return GaussianApproximation(approx.mean, approx.cov, info)
