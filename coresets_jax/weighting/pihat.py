@@ -210,13 +210,13 @@ def laplace_checked(model: Model, data: Any, n: int, key: Optional[Array] = None
         # Newton's steepest-descent fallback can walk into a saddle or the edge of a degenerate region (a
         # two-component mixture's weight -> 0: gradient norm 11, Hessian indefinite) where L-BFGS, with its
         # line search on the same objective, reaches the mode from the same start.
-        retry = _compiled(model, "optax", float(scale), max(int(max_iter), LBFGS_FALLBACK_ITER), float(tol), None)
-        second = retry(data, theta0, weights)
+        retry_iter = max(int(max_iter), LBFGS_FALLBACK_ITER)
+        second = _compiled(model, "optax", float(scale), retry_iter, float(tol), None)(data, theta0, weights)
         second_info = {k: v.item() for k, v in second.info.items()}
         if second_info["finite"] and second_info["positive_definite"]:
             fallback = (f"newton ended where the Hessian is not negative definite (gradient norm "
                         f"{info['grad_norm']:.3g}); L-BFGS from the same start found the mode")
-            approx, info, method = second, second_info, "optax"
+            approx, info, method, max_iter = second, second_info, "optax", retry_iter
     if not info["finite"]:
         raise ValueError("model: the Laplace approximation is not finite; the log posterior may be "
                          "non-finite (a log-likelihood of -inf or NaN on some rows) or unbounded near init")
