@@ -169,7 +169,8 @@ def _chain_precision(weights):
 # cores (D = 10, NUTS 2 x (400 + 400), benchmarks/investigations/sample_placement.py), compiled calls: the
 # host took 0.16 s against the GPU's 1.03 s at M = 100, 0.35 s against 0.78 s at M = 1,000, and 3.25 s
 # against 0.82 s at M = 10,000; the host's time grows with M and the GPU's does not, so they cross near
-# M = 2,500. From a fresh process, M = 100: 2.2 s on the host against 5.8 s.
+# M = 2,500. From a fresh process, M = 100: 2.2 s on the host against 5.8 s. One model and one card only:
+# the crossing for other D, models or host core counts has not been measured.
 HOST_CHAIN_ROWS = 2_048
 
 
@@ -317,18 +318,17 @@ def sample(model: Model, data: Any, key: Array, weights: Any = None, method: str
     # A coreset's chains run in float64 (`_chain_precision`): only its M gathered rows are evaluated.
     precision, out_dtype = _chain_precision(weights)
     host, home = _chain_device(rows) if weights is not None else (None, None)
-    chains = lambda: _run_chains(  # noqa: E731
-        model, rows, w, key, method, num_samples, num_warmup, num_chains, thin, init, warn, settings, out_dtype)
+    placement = contextlib.nullcontext()
     if host is not None:  # arrays the model closes over become constants of the host's program
         rows, w, key = jax.device_put((rows, w, key), host)
         init = None if init is None else np.asarray(init)
-        with precision, jax.default_device(host):
-            samples, stats, wall_time, init_time, compiled = chains()
-        # Back where the data lives, so that the next step (cj.certify) finds them there.
+        placement = jax.default_device(host)
+    with precision, placement:
+        samples, stats, wall_time, init_time, compiled = _run_chains(
+            model, rows, w, key, method, num_samples, num_warmup, num_chains, thin, init, warn, settings,
+            out_dtype)
+    if host is not None:  # back where the data lives, so that the next step (cj.certify) finds them there
         samples, stats = jax.device_put((samples, stats), home)
-    else:
-        with precision:
-            samples, stats, wall_time, init_time, compiled = chains()
     if num_samples >= 4:
         rhat, ess = diagnostics(samples, num_chains > 1)
     else:
