@@ -67,3 +67,23 @@ def test_edge_cases():
     # independent draws: ESS near the number of draws, R-hat near 1
     r, e = dg.summary(rng.standard_normal((4, 1000, 2)), have_chains=True)
     assert np.all(np.abs(r - 1) < 0.01) and np.all(e > 2500)
+
+
+def test_rank_normalisation_matches_scipy():
+    """Average ranks and Blom scores in NumPy and the standard library against SciPy's rankdata and ndtri,
+    with ties, runs of ties at both ends, and a NaN column."""
+    from scipy.special import ndtri
+    from scipy.stats import rankdata
+
+    rng = np.random.default_rng(3)
+    x = np.stack([rng.standard_normal(400), rng.integers(0, 5, 400).astype(float),
+                  np.round(rng.standard_normal(400), 1), np.r_[np.zeros(100), rng.standard_normal(200), np.ones(100)],
+                  rng.standard_normal(400)], axis=1).reshape(4, 100, 5)
+    x[2, 7, 4] = np.nan
+    flat = x.reshape(400, 5)
+    z = dg._rank_normalise(x).reshape(400, 5)
+    for j in range(4):
+        ranks = rankdata(flat[:, j], method="average")
+        np.testing.assert_array_equal(dg._average_ranks(flat[:, j:j + 1])[:, 0], ranks)
+        np.testing.assert_allclose(z[:, j], ndtri((ranks - 0.375) / 400.25), rtol=1e-14, atol=1e-14)
+    assert np.all(np.isnan(z[:, 4]))

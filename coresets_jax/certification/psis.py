@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import logsumexp
 
 from ..inference import diagnostics
 
@@ -68,7 +67,13 @@ def psis_log_weights(log_ratios: np.ndarray, reff: float = 1.0) -> tuple[np.ndar
                 probs = (np.arange(tail.size) + 0.5) / tail.size
                 x[tail] = np.log(_gpd_quantile(probs, khat, scale) + floor)
                 np.minimum(x, 0.0, out=x)  # no smoothed ratio above the largest raw one
-    return x - logsumexp(x), float(khat)
+    return x - _logsumexp(x), float(khat)
+
+
+def _logsumexp(x: np.ndarray) -> float:
+    """log sum exp(x) of values whose maximum is finite (here 0: no overflow), without SciPy's import."""
+    top = np.max(x)
+    return float(top + np.log(np.sum(np.exp(x - top))))
 
 
 def _gpd_fit(excess: np.ndarray) -> tuple[float, float]:
