@@ -80,10 +80,16 @@ PREFETCH = os.environ.get("CORESETS_JAX_PREFETCH", "1") != "0"
 
 def full_precision(fun: Callable) -> Callable:
     """`fun` called, and so traced, under `jax.default_matmul_precision(MATMUL_PRECISION)` (module docstring).
-    JAX reads the setting when it traces a product and keys its compiled programs by it."""
+    JAX reads the setting when it traces a product and keys its compiled programs by it.
+
+    Every public function is wrapped so, which makes this the one place where its concrete inputs sharded
+    over a mesh with Explicit axes (`jax.make_mesh`'s default) move onto that mesh with Auto axes
+    (`core.mesh.on_auto_mesh`; no data moves between devices)."""
 
     @functools.wraps(fun)
     def call(*args, **kwargs):
+        from .core.mesh import on_auto_mesh  # here: core imports this module
+        args, kwargs = on_auto_mesh((args, kwargs))
         if MATMUL_PRECISION is None:
             return fun(*args, **kwargs)
         with jax.default_matmul_precision(MATMUL_PRECISION):

@@ -10,6 +10,7 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 
+from ..core import mesh as _mesh
 from ..weighting import pihat as _pihat
 from ..compilation import loop_jit_options
 from .. import progress as _progress
@@ -76,7 +77,7 @@ def coreset_fn(model: Model, method: Any, size: int, **options):
             indices, weights, info = core(as_key(key), data, start, data_weights, initial)
         return finish(indices, weights, info, construction.name)
 
-    return solve
+    return _mesh.with_auto_axes(solve, 1)  # data traced on Explicit axes
 
 
 @functools.lru_cache(maxsize=64)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 from typing import Any, Callable, Optional
 
 import jax
@@ -19,7 +20,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from . import compiled
 
-__all__ = ["auto_mesh", "data_mesh", "input_mesh", "leading_mesh", "rowwise"]
+__all__ = ["auto_mesh", "data_mesh", "input_mesh", "leading_mesh", "on_auto_mesh", "rowwise", "traced_explicit_mesh", "with_auto_axes"]
 
 
 def auto_mesh(mesh: Mesh) -> Mesh:
@@ -27,6 +28,71 @@ def auto_mesh(mesh: Mesh) -> Mesh:
     if all(t == jax.sharding.AxisType.Auto for t in mesh.axis_types):
         return mesh
     return Mesh(mesh.devices, mesh.axis_names, axis_types=(jax.sharding.AxisType.Auto,) * len(mesh.axis_names))
+
+
+def _on_explicit_mesh(leaf: Any) -> bool:
+    """Whether `leaf` is a concrete array sharded over a mesh with an Explicit axis."""
+    if not isinstance(leaf, jax.Array) or isinstance(leaf, jax.core.Tracer):
+        return False
+    sharding = getattr(leaf, "sharding", None)
+    return isinstance(sharding, NamedSharding) and jax.sharding.AxisType.Explicit in sharding.mesh.axis_types
+
+
+def on_auto_mesh(tree: Any) -> Any:
+    """`tree` with every concrete array that is sharded over a mesh with Explicit axes put on the same mesh
+    with Auto axes: the same devices and layout, so no data moves between devices.
+
+    `jax.make_mesh` gives Explicit axes by default, under which dynamic row reads (`V[f]`) and contractions
+    over the sharded axis raise `ShardingTypeError`; the package's programs are written for Auto axes
+    (notes.md). The public functions call this on their arguments (`compilation.full_precision`).
+    """
+    leaves = jax.tree_util.tree_leaves(tree, is_leaf=_opaque)
+    if not any(_on_explicit_mesh(leaf) for leaf in leaves):
+        return tree
+    return jax.tree_util.tree_map(
+        lambda leaf: jax.device_put(leaf, NamedSharding(auto_mesh(leaf.sharding.mesh), leaf.sharding.spec))
+        if _on_explicit_mesh(leaf) else leaf, tree, is_leaf=_opaque)
+
+
+def _opaque(x: Any) -> bool:
+    """Iterables that are not pytree containers (a stream's chunk source, an iterator): left whole, never
+    iterated (JAX warns on them, and walking into one would consume it)."""
+    return hasattr(x, "__iter__") and not isinstance(x, (list, tuple, dict, str, bytes, jax.Array, np.ndarray))
+
+
+def traced_explicit_mesh(x: Any):
+    """The abstract mesh of a traced `x` (its first leaf) that is sharded over a mesh with an Explicit axis,
+    else None: a user's `jax.jit` over data on `jax.make_mesh`'s default axes, which `on_auto_mesh`
+    cannot move (it is not concrete). The caller then runs its core under `jax.sharding.auto_axes`."""
+    leaf = next(iter(jax.tree_util.tree_leaves(x)), None)
+    if leaf is None or not isinstance(leaf, jax.core.Tracer):
+        return None
+    mesh = getattr(getattr(jax.typeof(leaf), "sharding", None), "mesh", None)
+    types = () if mesh is None or mesh.empty else tuple(mesh.axis_types)
+    # inside a shard_map (Manual axes) the core runs per device as it is
+    if jax.sharding.AxisType.Explicit not in types or jax.sharding.AxisType.Manual in types:
+        return None
+    return mesh
+
+
+def with_auto_axes(fn: Callable, data_arg: int, rows_out: bool = False) -> Callable:
+    """A pure core `fn` that also runs when its argument `data_arg` is traced on Explicit axes (a user's
+    `jax.jit` over data on `jax.make_mesh`'s default mesh): then the same program runs under
+    `jax.sharding.auto_axes` on that mesh. Its output comes back replicated, or with `rows_out` (a V of
+    rows) split along its leading axis as the data is; without Explicit axes `fn` runs as it is."""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        mesh = traced_explicit_mesh(args[data_arg]) if len(args) > data_arg else None
+        if mesh is None:
+            return fn(*args, **kwargs)
+        args = inspect.signature(fn).bind(*args, **kwargs).args  # auto_axes passes positional arguments
+        leaf = jax.tree_util.tree_leaves(args[data_arg])[0]
+        lead = tuple(jax.typeof(leaf).sharding.spec)[:1] if rows_out else ()
+        with jax.sharding.use_abstract_mesh(mesh):
+            return jax.sharding.auto_axes(fn, out_sharding=P(*lead))(*args)
+
+    return call
 
 
 def leading_mesh(x: Any) -> Optional[Mesh]:

@@ -416,4 +416,4 @@ def project_fn(model: Model, norm: str = "fisher", *, dtype=None, chunk_size: Op
         compute = jnp.promote_types(dtype, jnp.float32)
         return _project(model, _cast_floats(data, compute), thetas.astype(compute), coords, norm, chunk, dtype)
 
-    return run
+    return _mesh.with_auto_axes(run, 1, rows_out=True)  # data traced on Explicit axes

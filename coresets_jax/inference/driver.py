@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import progress as _progress
 from ..core import Model, weighted_log_density
+from ..core import mesh as _mesh
 from ..core.validate import check_int
 from . import kernels as _kernels
 from .kernels import Tuning
@@ -273,4 +274,4 @@ def sample_fn(model: Model, method: str = "nuts", *, num_samples: int, num_warmu
             return jax.lax.map(lambda a: chain(a[0], a[1], tuning0), (keys, init_positions))
         return jax.vmap(chain, in_axes=(0, 0, None))(keys, init_positions, tuning0)
 
-    return run
+    return _mesh.with_auto_axes(run, 1)  # rows traced on Explicit axes

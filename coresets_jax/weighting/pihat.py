@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..core import mesh as _mesh
 from ..compilation import fast_jit
 from ..core import validate as _validate
 from ..core import Model, initial_theta
@@ -127,7 +128,7 @@ def laplace_fn(model: Model, *, method: str = "newton", scale: float = 1.0, max_
                 "finite": finite, "positive_definite": finite & jnp.all(jnp.isfinite(chol))}
         return GaussianApproximation(mode, cov, info)
 
-    return fit
+    return _mesh.with_auto_axes(fit, 0)  # data traced on Explicit axes
 
 
 LBFGS_FALLBACK_ITER = 200  # L-BFGS's iteration cap when it retries a Newton fit that failed
