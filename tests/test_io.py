@@ -99,3 +99,33 @@ def test_settings_are_stored_as_json(tmp_path, problem):
     assert meta["settings"]["key"] == np.asarray(jax.random.key_data(jax.random.key(3))).tolist()
     json.dumps(meta)
     assert cj.load(tmp_path / "s.npz", data=data).settings["options"] == {"max_iter": 10}
+
+
+def test_round_trip_keeps_the_size_path_and_the_certificate(tmp_path):
+    """A coreset of `cj.coreset(..., tol=...)` carries a path (a list of dicts, no array) and a certificate:
+    both come back from the file (before, `cj.load` refused the path's object array)."""
+    rng = np.random.default_rng(1)
+    y = jnp.asarray(rng.normal(size=(400, 2)) + 1.0, jnp.float32)
+    model = cj.models.gaussian_mean(2)
+    w = np.zeros(400)
+    w[:50] = 8.0
+    draws = rng.normal(size=(2, 100, 2)) * 0.07 + np.asarray(y[:50]).mean(axis=0)
+    cert = cj.certify(model, y, jnp.asarray(w), draws)
+    path_entries = [{"size": 16, "points": 16, "kl": 0.31, "kl_se": 0.02, "khat": 0.4, "seconds": 1.5},
+                    {"size": 32, "points": 30, "kl": 0.05, "kl_se": 0.01, "khat": float("nan"), "seconds": 2.0}]
+    cs = cj.Coreset(jnp.arange(50, dtype=jnp.int32), jnp.asarray(w[:50], jnp.float32),
+                    {"path": path_entries, "relative_error": jnp.asarray(0.01), "chosen": "32"}, "omp")
+    cs = cs.with_certificate(cert)
+    cj.save(cs, tmp_path / "auto.npz", data=y)
+    back = cj.load(tmp_path / "auto.npz", data=y)
+    assert back.info["path"][0] == path_entries[0] and np.isnan(back.info["path"][1]["khat"])
+    assert back.info["chosen"] == "32" and float(back.info["relative_error"]) == pytest.approx(0.01)
+    got = back.certificate
+    assert got is not None and got.model is None
+    assert (got.verdict, got.kl, got.khat, got.ess, got.reff, got.probs) == \
+        (cert.verdict, cert.kl, cert.khat, cert.ess, cert.reff, tuple(cert.probs))
+    for name in ("weights", "log_ratio", "draws"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(cert, name))
+    if cert.mean is not None:
+        np.testing.assert_array_equal(got.mean, cert.mean)
+    assert got.brief() == cert.brief()

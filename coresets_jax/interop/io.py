@@ -122,6 +122,9 @@ def save(cs: Coreset, path: str | os.PathLike, data: Any = None, **metadata) -> 
       data: the data pytree the coreset indexes; its fingerprint is stored so `load` can check it.
       **metadata: extra JSON-serialisable entries to store (e.g. `dataset="biketrips"`).
 
+    Array entries of `cs.info` are stored as arrays, the others (the automatic size's `path`) as JSON, and
+    `cs.certificate`, when there is one, with all its fields but the model.
+
     Returns:
       The path written.
     """
@@ -135,8 +138,14 @@ def save(cs: Coreset, path: str | os.PathLike, data: Any = None, **metadata) -> 
         raise ValueError(f"path: the folder {folder!r} does not exist")
     info = cs.info if isinstance(cs.info, dict) else {}
     arrays = {"indices": np.asarray(cs.indices), "weights": np.asarray(cs.weights)}
+    info_json = {}  # entries that are no array (the automatic size's path: a list of dicts) go as JSON
     for name, value in info.items():
-        arrays[_INFO_PREFIX + str(name)] = np.asarray(value)
+        array = _plain_array(value)
+        if array is None:
+            info_json[str(name)] = _jsonable(value)
+        else:
+            arrays[_INFO_PREFIX + str(name)] = array
+    certificate = _certificate_entries(getattr(cs, "certificate", None), arrays)
     settings = getattr(cs, "settings", None) or {}
     try:
         extra = json.loads(json.dumps(metadata))
@@ -153,10 +162,59 @@ def save(cs: Coreset, path: str | os.PathLike, data: Any = None, **metadata) -> 
         "saved_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "data": None if data is None else fingerprint(data),
         "extra": extra,
+        "info_json": info_json,
+        "certificate": certificate,
     }
     arrays["metadata"] = np.asarray(json.dumps(document))
     atomic_write(path, lambda f: _write_archive(f, arrays))
     return path
+
+
+_CERTIFICATE_PREFIX = "certificate."
+
+
+def _plain_array(value: Any) -> Optional[np.ndarray]:
+    """`value` as a numeric or boolean array (what `load` turns back into a `jax.Array`), or None (strings,
+    object arrays: stored as JSON)."""
+    if isinstance(value, jax.Array) and jnp.issubdtype(value.dtype, jax.dtypes.prng_key):
+        value = jax.random.key_data(value)
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError):  # ragged lists and the like
+        return None
+    return array if array.dtype.kind in "biufc" else None
+
+
+def _certificate_entries(cert: Any, arrays: dict) -> Optional[dict]:
+    """A `cj.Certificate`'s fields: arrays into `arrays` (prefixed), the rest as JSON; its model is not
+    stored (a function)."""
+    if cert is None:
+        return None
+    fields = {}
+    for field in dataclasses.fields(cert):
+        value = getattr(cert, field.name)
+        if field.name == "model":
+            continue
+        if isinstance(value, (np.ndarray, jax.Array)):
+            arrays[_CERTIFICATE_PREFIX + field.name] = np.asarray(value)
+        else:
+            fields[field.name] = _jsonable(value)
+    return {"class": type(cert).__name__, "fields": fields}
+
+
+def _certificate_from(entry: Optional[dict], archive) -> Any:
+    """The `cj.Certificate` that `_certificate_entries` stored, or None."""
+    if not entry:
+        return None
+    from ..certification import Certificate
+    known = {field.name for field in dataclasses.fields(Certificate)}
+    values = {name: value for name, value in entry["fields"].items() if name in known}
+    for key in archive.files:
+        if key.startswith(_CERTIFICATE_PREFIX) and key[len(_CERTIFICATE_PREFIX):] in known:
+            values[key[len(_CERTIFICATE_PREFIX):]] = np.asarray(archive[key])
+    if "probs" in values:
+        values["probs"] = tuple(values["probs"])
+    return Certificate(**values)
 
 
 def atomic_write(path: str | os.PathLike, write) -> None:
@@ -221,7 +279,8 @@ def load(path: str | os.PathLike, data: Any = None) -> Coreset:
         `ValueError` names each leaf whose shape, dtype or values differ.
 
     Returns:
-      The `Coreset` (its `settings`, when the class has them, are restored from the metadata).
+      The `Coreset` (its `settings`, when the class has them, are restored from the metadata), with its
+      `info` and its `certificate` (whose `model` is None) as saved.
     """
     document = read_metadata(path)
     if document.get("format") != FORMAT:
@@ -238,7 +297,11 @@ def load(path: str | os.PathLike, data: Any = None) -> Coreset:
         weights = jnp.asarray(archive["weights"])
         info = {key[len(_INFO_PREFIX):]: jnp.asarray(archive[key]) for key in archive.files
                 if key.startswith(_INFO_PREFIX)}
+        info.update(document.get("info_json") or {})
+        certificate = _certificate_from(document.get("certificate"), archive)
     cs = Coreset(indices, weights, info, document.get("method", ""))
     if "settings" in {f.name for f in dataclasses.fields(Coreset)}:
         cs = dataclasses.replace(cs, settings=document.get("settings") or {})
+    if certificate is not None:
+        cs = cs.with_certificate(certificate)
     return cs
