@@ -69,7 +69,9 @@ def test_npz_data_and_legacy_method_keys(tmp_path, capsys):
 BAD_CONFIGS = {
     "data: {nn: 500}\n": "config.data.nn: unknown key; allowed keys: synthetic, n, seed, path",
     "data: {synthetic: logistic, n: 500.5}\n": "config.data.n: expected a positive integer, got 500.5",
-    "sizes: 10\n": "config.sizes: expected a non-empty list of positive integers or auto, got 10",
+    "sizes: []\n": "config.sizes: expected a non-empty list of positive integers or auto, got []",
+    "sizes: -3\n": "config.sizes: expected a positive integer, got -3",
+    "size: auto\nsizes: [10]\n": "config.size: give either size or sizes, not both",
     "sizes: [10, -1]\n": "config.sizes[1]: expected a positive integer, got -1",
     "sizes: [10]\nauto: []\ntol: 0.1\n": "config.tol: applies to automatic sizes only",
     "auto: [coreset_mcmc]\n": "config.auto[0]: 'coreset_mcmc' is posterior-driven",
@@ -167,6 +169,17 @@ def test_info_lists_versions_and_methods(capsys):
     assert "jax " in out and "devices:" in out
     for method in cj.METHODS:
         assert method in out
+
+
+def test_one_size_or_method_alone_stands_for_a_list(tmp_path):
+    """`size: auto` (the issue's spelling), `sizes: 50` and `methods: omp` mean the one-item lists."""
+    def load(text):
+        (tmp_path / "c.yaml").write_text(text)
+        return cli.load_config(str(tmp_path / "c.yaml"))
+
+    assert load("size: auto\ntol: 0.05\nmethods: omp\n") == load("sizes: [auto]\ntol: 0.05\nmethods: [omp]\n")
+    config = load("sizes: 50\nmethods: giga\n")
+    assert config["sizes"] == [50] and config["methods"] == ["giga"]
 
 
 def test_every_shipped_config_validates_or_names_its_file():

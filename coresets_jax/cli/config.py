@@ -115,8 +115,11 @@ def _features(value, where):
     return _positive_int(value, where)
 
 
-def _list_of(check_item, what: str):
+def _list_of(check_item, what: str, single: bool = False):
+    """A non-empty list of items; with `single`, one item alone stands for a list of it (`sizes: auto`)."""
     def check(value, where):
+        if single and not isinstance(value, (list, dict)) and value is not None:
+            return [check_item(value, where)]
         if not isinstance(value, list) or not value:
             raise ConfigError(f"{where}: expected a non-empty list of {what}, got {value!r}")
         return [check_item(v, f"{where}[{i}]") for i, v in enumerate(value)]
@@ -267,11 +270,12 @@ SCHEMA: dict = {
     "data": (DATA_SCHEMA, None, "the data"),
     "norm": (_choice(NORMS), "fisher", "projection norm"),
     "num_features": (_features, "auto", "J, the projection dimension; auto: as cj.coreset's default, for the largest size"),
-    "methods": (_list_of(_choice(method_names), "method names"), None, "construction methods to compare"),
+    "methods": (_list_of(_choice(method_names), "method names", single=True), None,
+                "construction methods to compare"),
     "method": (_choice(method_names), "frank_wolfe", "the method (when methods is not given)"),
     "baseline": (_choice(method_names), "uniform", "the baseline (when methods is not given)"),
     "options": (_options, {}, "per-method options"),
-    "sizes": (_list_of(_size, "positive integers or auto"), [10, 100, 1000],
+    "sizes": (_list_of(_size, "positive integers or auto", single=True), [10, 100, 1000],
               "coreset sizes M; auto: the smallest size whose certificate reaches tol (vector methods)"),
     "tol": (_positive_float, 0.1, "nats: the KL(pi_w || pi) an auto size must reach (cj.coreset(tol=...))"),
     "auto": (_list_or_empty(_choice(method_names), "method names"), ["omp"],
@@ -304,6 +308,10 @@ def _check_mapping(user: Any, schema: dict, where: str) -> dict:
 
 def validate_config(user: Any, base: str) -> dict:
     """The full config (defaults filled in) from a user mapping; raises ConfigError naming the key."""
+    if isinstance(user, dict) and "size" in user:  # `size: auto` reads as naturally as `sizes: [auto]`
+        if "sizes" in user:
+            raise ConfigError("config.size: give either size or sizes, not both")
+        user = {("sizes" if k == "size" else k): v for k, v in user.items()}
     config = _check_mapping(user if user is not None else {}, SCHEMA, "config")
     user_keys = set(user or {})
     if config["model"] in MODELS:
