@@ -76,9 +76,6 @@ def build_fn(method: Any, size: int, *, refit: bool = False, **options):
     solver = construction.make(size, **dict(construction.check_options(options)))
 
     def solve(V: jax.Array, key: jax.Array, target: Optional[jax.Array] = None) -> Coreset:
-        return _on_auto_axes(V, key, target)
-
-    def _on_mesh(V: jax.Array, key: jax.Array, target: Optional[jax.Array]) -> Coreset:
         # jit without jax.set_mesh: trace under the mesh V lives on, so rows are read where they live
         with _mesh.input_mesh(V):
             return _solve(V, key, target)
@@ -94,8 +91,7 @@ def build_fn(method: Any, size: int, *, refit: bool = False, **options):
         info = dict(info, relative_error=_support_error(V, problem.target, indices, weights))
         return finish(indices, weights, info, construction.name)
 
-    _on_auto_axes = _mesh.with_auto_axes(_on_mesh, 0)  # V traced on Explicit axes
-    return solve
+    return _mesh.with_auto_axes(solve, 0)  # V traced on Explicit axes
 
 
 @functools.lru_cache(maxsize=256)

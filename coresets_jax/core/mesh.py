@@ -20,7 +20,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from . import compiled
 
-__all__ = ["auto_mesh", "data_mesh", "input_mesh", "leading_mesh", "on_auto_mesh", "rowwise", "traced_explicit_mesh", "with_auto_axes"]
+__all__ = ["auto_mesh", "data_mesh", "input_mesh", "leading_mesh", "on_auto_mesh", "rowwise", "traced_explicit_mesh",
+           "with_auto_axes"]
 
 
 def auto_mesh(mesh: Mesh) -> Mesh:
@@ -83,10 +84,11 @@ def with_auto_axes(fn: Callable, data_arg: int, rows_out: bool = False) -> Calla
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        mesh = traced_explicit_mesh(args[data_arg]) if len(args) > data_arg else None
+        positional = inspect.signature(fn).bind(*args, **kwargs).args  # the data may come by keyword
+        mesh = traced_explicit_mesh(positional[data_arg]) if len(positional) > data_arg else None
         if mesh is None:
             return fn(*args, **kwargs)
-        args = inspect.signature(fn).bind(*args, **kwargs).args  # auto_axes passes positional arguments
+        args = positional  # auto_axes passes positional arguments
         leaf = jax.tree_util.tree_leaves(args[data_arg])[0]
         lead = tuple(jax.typeof(leaf).sharding.spec)[:1] if rows_out else ()
         with jax.sharding.use_abstract_mesh(mesh):
