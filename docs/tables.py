@@ -332,6 +332,25 @@ def table_auto_size(with_commit: bool) -> str:
     return "\n".join(lines)
 
 
+def table_auto_size_recheck(with_commit: bool) -> str:
+    """The automatic size searched again on auto_size.json's cells with later code
+    (investigations/auto_size_recheck.py)."""
+    data = _load("auto_size_recheck")
+    lines = ["| run | cells (resolved) | trusted with measured KL <= 3 tol | size <= 2x oracle | warned where tol "
+             "was not reached |", "|---|---|---|---|---|"]
+    for label, summ in (("stored (auto_size.json)", data["stored_summary_same_cells"]),
+                        ("again, later code", data["summary"])):
+        lines.append(f"| {label} | {summ['cells']} ({summ['resolved_cells']}) | {summ['trusted_and_within_3x_tol']} "
+                     f"| {summ['size_at_most_2x_oracle']} | {summ['warned_when_unreached']} |")
+    changed = [r for r in data["runs"] if r["size"] != r["stored"]["size"]]
+    moved = "; ".join(f"{r['problem']} tol {r['tol']:g} seed {r['trial']}: {r['stored']['size']} -> {r['size']} "
+                      f"(oracle {r['oracle'] if r['oracle'] is not None else '–'}, measured KL {_fmt(r['kl'])})"
+                      for r in changed)
+    return "\n".join(lines + ["", f"The same cells, seeds and method; the stored oracles. Chosen sizes that "
+                              f"changed ({len(changed)} of {len(data['runs'])}): {moved or 'none'}. "
+                              + provenance(data, "auto_size_recheck", with_commit)])
+
+
 def table_greedy_path(with_commit: bool) -> str:
     """The automatic size with OMP's greedy path against one OMP run per size (investigations/greedy_path.py)."""
     data = _load("greedy_path")
@@ -579,6 +598,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "coreset_mcmc_scale_h100": lambda with_commit: table_coreset_mcmc_scale(with_commit, "coreset_mcmc_scale_h100"),
     "hot_dog_weights": table_hot_dog_weights,
     "auto_size": table_auto_size,
+    "auto_size_recheck": table_auto_size_recheck,
     "greedy_path": table_greedy_path,
     "cold_path_quality": table_cold_path_quality,
     "certify_precision": table_certify_precision,
