@@ -177,8 +177,10 @@ def test_a_search_whose_coreset_stopped_growing_stops_and_says_to_raise_num_feat
     assert [p["size"] for p in path] == [16, 32, 64]
     assert path[1]["points"] == path[2]["points"] == 16 and cs.info["saturated_at"] == 16
     assert cs.certificate.verdict != "good" and not any(p["passed"] for p in path)
-    # the returned coreset is the path's lowest KL estimate
-    assert float(cs.certificate.kl) == min(p["kl"] for p in path)
+    # the returned coreset: the fewest points, then the smallest size, of those within 2 SE of the lowest KL
+    low = min(path, key=lambda p: p["kl"])
+    close = [p for p in path if p["kl"] - 2 * np.hypot(p["kl_se"], low["kl_se"]) <= low["kl"]]
+    assert cs.capacity == min(close, key=lambda p: (p["points"], p["size"]))["size"]
 
 
 def test_the_saturation_rule_needs_two_failing_sizes_with_the_same_points_below_the_smaller_size():
@@ -266,3 +268,33 @@ def test_the_next_size_starts_from_draws_only_a_trusted_certificate_vouched_for(
     np.testing.assert_array_equal(inits[64], np.full((2, 3), 32.0))  # 32's were (usable)
     np.testing.assert_array_equal(inits[45], np.full((2, 3), 64.0))
     assert cs.capacity == 64
+
+
+def test_with_no_size_passing_the_fewest_points_within_the_noise_of_the_lowest_kl_are_returned():
+    # Faked certificates, nothing passes tol = 0.1 up to the limit 64: 32 (KL 1.60 +- 0.05) is within two
+    # standard errors of 64's 1.55 +- 0.05, with half the points, so it is returned; at 2.0 it is not.
+    import dataclasses
+
+    @dataclasses.dataclass
+    class FakeCertificate:
+        verdict: str
+        kl: float
+        kl_se: float
+        khat: float = 0.0
+
+    def run(kls):
+        def judge(cs, draws):
+            return FakeCertificate("poor", *kls[cs.num_points])
+
+        def draw(cs, key, init):
+            return type("Draws", (), {"samples": jnp.zeros((2, 5, 3))})()
+
+        with pytest.warns(RuntimeWarning, match="no size up to 64"):
+            return auto_size.auto_coreset(cj.models.gaussian_mean(3), jnp.zeros((1000, 3)), 1000, 0.1, 64,
+                                          cj.registry.resolve("omp"), jax.random.key(0),
+                                          lambda size: cj.Coreset(jnp.arange(size), jnp.ones(size)),
+                                          draw=draw, judge=judge, dim=3)
+
+    assert run({16: (5.0, 0.1), 32: (1.60, 0.05), 64: (1.55, 0.05)}).capacity == 32
+    assert run({16: (5.0, 0.1), 32: (2.00, 0.05), 64: (1.55, 0.05)}).capacity == 64
+    assert run({16: (1.56, 0.05), 32: (1.60, 0.05), 64: (1.55, 0.05)}).capacity == 16

@@ -19,7 +19,10 @@ over the data. The search asks it at a sequence of sizes, reusing what does not 
 4. Between the last failing and the first passing size, one more size at their geometric mean is tried
    (so the answer is within a factor sqrt(2) of the smallest passing size on a grid twice as fine).
 5. If no size up to the limit passes, the coreset with the lowest KL estimate is returned with a warning
-   that gives the KL reached; its certificate's verdict is then at best "usable", never "good".
+   that gives the KL reached; its certificate's verdict is then at best "usable", never "good". Of the sizes
+   whose estimate is within two standard errors of the lowest, the one with the fewest points (then the
+   smallest) is returned: a larger size of the same coreset, or one no better beyond the noise, buys nothing
+   (Bradley-Terry's sizes 512 and 1024 both built 500 points, KL 1.626 and 1.622 +- 0.03).
 6. If two failing sizes in a row build coresets of the same number of points, fewer than the smaller size,
    the method has stopped adding points (OMP fits the J projected features exactly with at most J points),
    and every larger size would build the same coreset: the search stops there and warns that more features
@@ -109,6 +112,16 @@ def planned_sizes(first: int, limit: int) -> tuple:
     return capacity, tuple(sorted({m for m in doublings + mids if m is not None and m < capacity}))
 
 
+def _best_unreached(tried: dict) -> int:
+    """The size returned when none passed (module docstring, 5): of the sizes whose KL estimate is within Z
+    standard errors (of the difference) of the lowest, the one with the fewest points, then the smallest."""
+    certs = {s: cs.certificate for s, cs in tried.items()}
+    lowest = min(certs, key=lambda s: certs[s].kl)
+    close = [s for s, c in certs.items()
+             if c.kl - Z * math.hypot(c.kl_se, certs[lowest].kl_se) <= certs[lowest].kl]
+    return min(close, key=lambda s: (tried[s].num_points, s))
+
+
 def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, construction: Construction,
                  key: jax.Array, build_at, sample_kwargs: Optional[dict] = None, draw=None, judge=None,
                  dim: Optional[int] = None, build_path=None) -> Coreset:
@@ -188,7 +201,7 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
         best_size = hi
         best = tried[hi][0]
     else:
-        best_size = min(tried, key=lambda s: tried[s][0].certificate.kl)
+        best_size = _best_unreached({s: tried[s][0] for s in tried})
         best = tried[best_size][0]
         cert = best.certificate
         reached = f"{cert.kl:.3g} ± {cert.kl_se:.2g}"
