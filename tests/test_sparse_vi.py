@@ -36,3 +36,24 @@ def test_sparse_vi_options_are_checked():
         cj.coreset(model, y, 2, "sparse_vi", num_iters=0)
     with pytest.raises(ValueError, match="method"):
         cj.build(jnp.ones((10, 2)), 2, "sparse_vi")  # needs the model: cj.coreset only
+
+
+def test_a_diverging_weight_step_stops_at_the_last_finite_coreset_and_warns():
+    # The published step step_scale / t, made huge: the weights overflow float32 at selection step 3. Before,
+    # cj.coreset raised "produced non-finite weights; please report this"; now the run keeps its last finite
+    # iterate, stops adding points, and says so. A step that diverges before any weight is positive raises.
+    y = cj.data.synthetic_gaussian(jax.random.key(0), 500, 3)
+    model = cj.models.gaussian_mean(3)
+    with pytest.warns(RuntimeWarning, match=r"selection step 3 gave non-finite weights .* last finite coreset"):
+        cs = cj.coreset(model, y, 6, "sparse_vi", key=jax.random.key(0), step_scale=1e32, num_iters=3)
+    w = np.asarray(cs.weights)
+    assert int(cs.info["diverged_at"]) == 2 and np.all(np.isfinite(w)) and np.all(w >= 0)
+    assert 1 <= cs.num_points <= int(cs.info["num_selected"]) == 3  # nothing was added after the divergence
+    with pytest.raises(FloatingPointError, match="no coreset to return"):
+        cj.coreset(model, y, 6, "sparse_vi", key=jax.random.key(0), step_scale=1e37, num_iters=3)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the published settings here: no divergence, no warning
+        cs = cj.coreset(model, y, 6, "sparse_vi", key=jax.random.key(0), num_iters=3)
+    assert int(cs.info["diverged_at"]) == -1 and int(cs.info["num_selected"]) == 6

@@ -309,6 +309,7 @@ def _posterior(model, data, n, size, construction, opts, key, support_method, ro
         cs = _support.pad_result(cs, size, support_method.name)
         cs = Coreset(cs.indices, cs.weights, dict(cs.info, support_rows=rows), cs.method)
     _warn_stuck_chains(cs.info, construction.name)
+    _warn_diverged(cs, construction.name)
     _warn_unfinished(cs.info, construction.name)
     _warn_runaway_weights(cs, construction.name)
     cs = Coreset(cs.indices, cs.weights, cs.info, cs.method, {
@@ -440,6 +441,23 @@ def _warn_stuck_chains(info: dict, name: str) -> None:
                       f"draws (acceptance {np.round(acc, 3).tolist()}): they are stuck, so the weights and "
                       "info['samples'] are unreliable; try kernel='nuts', more num_warmup, or a larger size",
                       RuntimeWarning, stacklevel=caller.stacklevel())
+
+
+def _warn_diverged(cs, name: str) -> None:
+    """Sparse VI's published 1/t step can overshoot until its weights are not finite: the run stopped at the
+    last finite iterate (`posterior_driven.sparse_vi`), which this says, or raises when that iterate is empty."""
+    at = int(np.asarray(cs.info.get("diverged_at", -1)))
+    if at < 0:
+        return
+    what = (f"a weight step at selection step {at + 1} gave non-finite weights (the step size step_scale / t "
+            "overshot), so the run stopped there")
+    if cs.num_points == 0:
+        raise FloatingPointError(f"{name}: {what}, before any point had a positive weight: there is no coreset "
+                                 "to return; try a smaller step_scale (e.g. 0.1), or a Hilbert method such as "
+                                 "method='omp'")
+    warnings.warn(f"{name}: {what}, and returns its last finite coreset ({cs.num_points} points); a smaller "
+                  "step_scale (e.g. 0.1) may run further. Check the result with cj.certify", RuntimeWarning,
+                  stacklevel=caller.stacklevel())
 
 
 RUNAWAY_WEIGHT_SUM = 10.0  # x the start's total weight (N for the published start)

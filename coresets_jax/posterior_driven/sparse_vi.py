@@ -40,12 +40,14 @@ Array = jax.Array
 
 
 class SparseVIState(NamedTuple):
-    """indices/weights: the support (slots [0, count) in use); key: the PRNG stream for pi_w's samples."""
+    """indices/weights: the support (slots [0, count) in use); key: the PRNG stream for pi_w's samples;
+    diverged_at: the selection step (0-based) at which a weight step first gave non-finite weights, or -1."""
 
     indices: Array
     weights: Array
     count: Array
     key: Array
+    diverged_at: Array
 
 
 def _centred_lls(model: Model, thetas: Array, data: Any) -> Array:
@@ -130,31 +132,42 @@ def sparse_vi(model: Model, size: int, num_draws: int = 100, num_iters: int = 10
             cols = g[:, state.indices]
             return g @ u - cols @ state.weights, cols
 
-        def weight_step(t, state):
+        def weight_step(t, state, i):
+            # after a divergence nothing runs: no chains on the last finite iterate's posterior
+            return jax.lax.cond(state.diverged_at < 0, lambda s: _weight_step(t, s, i), lambda s: s, state)
+
+        def _weight_step(t, state, i):
             key, sub = jax.random.split(state.key)
             g = _centred_lls(model, draw(sub, data, state.indices, state.weights, start), data).astype(dtype)
             r, cols = residual(g, state)
             grad = -(cols.T @ r) / num_draws  # -Cov[L_m, r], Campbell & Beronov Eq. 8
             active = jnp.arange(size) < state.count
             w = jnp.where(active, jnp.maximum(state.weights - step_scale / (t + 1.0) * grad, 0.0), 0.0)
-            return state._replace(weights=w, key=key)
+            # The 1/t step can overshoot until the weights, then pi_w's draws, are not finite: the run keeps
+            # the last finite iterate and stops there (`cj.coreset` warns), rather than return NaN weights.
+            ok = jnp.all(jnp.isfinite(w))
+            return state._replace(weights=jnp.where(ok, w, state.weights), key=key,
+                                  diverged_at=jnp.where(ok, state.diverged_at, i).astype(state.diverged_at.dtype))
 
         def outer(i, state):
+            live_run = state.diverged_at < 0
             key, sub = jax.random.split(state.key)
             g = _centred_lls(model, draw(sub, data, state.indices, state.weights, start), data).astype(dtype)
             r, _ = residual(g, state)
             corr = (g.T @ r) / (jnp.sqrt(jnp.sum(g * g, axis=0)) * jnp.linalg.norm(r) + jnp.finfo(dtype).tiny)
             in_support = jnp.zeros(n, bool).at[state.indices].set(jnp.arange(size) < state.count)
             f = jnp.argmax(jnp.where(in_support | ~live, -jnp.inf, corr))
-            new = ~in_support[f] & live[f] & (corr[f] > 0)
+            new = live_run & ~in_support[f] & live[f] & (corr[f] > 0)
             slot = jnp.minimum(state.count, size - 1)
             indices = jnp.where(new, state.indices.at[slot].set(f.astype(jnp.int32)), state.indices)
-            state = SparseVIState(indices, state.weights, state.count + new.astype(state.count.dtype), key)
-            return jax.lax.fori_loop(0, num_iters, weight_step, state)
+            state = SparseVIState(indices, state.weights, state.count + new.astype(state.count.dtype), key,
+                                  state.diverged_at)
+            return jax.lax.fori_loop(0, num_iters, lambda t, s: weight_step(t, s, i), state)
 
-        init = SparseVIState(jnp.zeros(size, jnp.int32), jnp.zeros(size, dtype), jnp.asarray(0, jnp.int32), key)
+        init = SparseVIState(jnp.zeros(size, jnp.int32), jnp.zeros(size, dtype), jnp.asarray(0, jnp.int32), key,
+                             jnp.asarray(-1, jnp.int32))
         state, _ = _progress.scan(lambda state, i: (outer(i, state), None), init, jnp.arange(size),
                                   desc="sparse VI (points)")
-        return state.indices, state.weights, {"num_selected": state.count}
+        return state.indices, state.weights, {"num_selected": state.count, "diverged_at": state.diverged_at}
 
     return solve
