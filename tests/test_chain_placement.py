@@ -5,15 +5,13 @@ and device 1 for the host (`sample._chain_device` patched to say so). The checks
 the draws come back on the data's device, and they are bit-identical to the chains run where the data lives.
 """
 
-import json
-import os
-import subprocess
 import sys
 import textwrap
 
 import jax
 import numpy as np
 import pytest
+from host_devices import run_with_host_devices
 
 import coresets_jax  # noqa: F401 (imports the sampling module for the rule's test)
 
@@ -72,11 +70,7 @@ SCRIPT = textwrap.dedent(r"""
 
 @pytest.fixture(scope="module")
 def two_devices():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
-               CORESETS_JAX_PROGRESS="0")
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads([line for line in proc.stdout.splitlines() if line.startswith("JSON")][-1][4:])
+    return run_with_host_devices(SCRIPT, 2, CORESETS_JAX_PROGRESS="0")
 
 
 @pytest.mark.slow  # a fresh process with two devices

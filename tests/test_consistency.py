@@ -13,16 +13,14 @@ there merely permuting the rows of V moves their errors by up to 9.6x and 2.8x; 
 README.md, "Batched, sharded and looped runs".)
 """
 
-import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from host_devices import run_with_host_devices
 
 import coresets_jax as cj
 
@@ -113,12 +111,7 @@ SCRIPT = textwrap.dedent(r"""
 
 @pytest.fixture(scope="module")
 def four_devices():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
-    tests = os.path.dirname(os.path.abspath(__file__))
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, tests], capture_output=True, text=True, env=env,
-                          timeout=1200)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads([line for line in proc.stdout.splitlines() if line.startswith("JSON")][-1][4:])
+    return run_with_host_devices(SCRIPT, 4, os.path.dirname(os.path.abspath(__file__)), timeout=1200)
 
 
 @pytest.mark.slow

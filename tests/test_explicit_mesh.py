@@ -7,16 +7,13 @@ them raised `ShardingTypeError` or a mesh mismatch on such input. The multi-devi
 subprocess with two forced host devices and compare with the same calls on unsharded data.
 """
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from host_devices import run_with_host_devices
 
 from coresets_jax.core import mesh as _mesh
 
@@ -79,10 +76,7 @@ SCRIPT = textwrap.dedent(r"""
 
 @pytest.fixture(scope="module")
 def two_devices():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads([line for line in proc.stdout.splitlines() if line.startswith("JSON")][-1][4:])
+    return run_with_host_devices(SCRIPT, 2)
 
 
 @pytest.mark.slow

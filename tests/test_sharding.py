@@ -4,16 +4,13 @@ The multi-device checks run once, in a subprocess with 4 forced host devices (no
 read its JSON report. The rest runs in this process on one device.
 """
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from host_devices import run_with_host_devices
 
 import coresets_jax as cj
 from coresets_jax import sharding
@@ -163,11 +160,7 @@ SCRIPT = textwrap.dedent(r"""
 
 @pytest.fixture(scope="module")
 def four_devices():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = [l for l in proc.stdout.splitlines() if l.startswith("JSON")][-1]
-    return json.loads(line[4:])
+    return run_with_host_devices(SCRIPT, 4)
 
 
 def test_sharded_projection_equals_single_device(four_devices):
