@@ -16,6 +16,10 @@ old `sampler`, `weight_iters` and `num_samples` are aliases of `kernel`, `num_it
 With data weights u (a streaming reduction, or padding), the full-data target is sum_n u_n L_n: the
 residual uses sum_n u_n g_n, and rows with u_n = 0 are never selected.
 
+The 1/t step can overshoot until the weights, then pi_w's draws, are not finite (a negative binomial
+regression at M = 20, benchmarks/investigations/sparse_vi_cost.py): the run then keeps its last finite iterate
+and stops (`info["diverged_at"]`, the selection step; `cj.coreset` warns), rather than return NaN weights.
+
 Each weight iteration evaluates all N log-likelihoods at S samples (the residual needs them), so Sparse VI
 costs about num_iters * size * S * N likelihood evaluations plus the sampling: far slower than the
 Hilbert solvers (IHT §5 reports ~10^4 times).
@@ -133,10 +137,6 @@ def sparse_vi(model: Model, size: int, num_draws: int = 100, num_iters: int = 10
             return g @ u - cols @ state.weights, cols
 
         def weight_step(t, state, i):
-            # after a divergence nothing runs: no chains on the last finite iterate's posterior
-            return jax.lax.cond(state.diverged_at < 0, lambda s: _weight_step(t, s, i), lambda s: s, state)
-
-        def _weight_step(t, state, i):
             key, sub = jax.random.split(state.key)
             g = _centred_lls(model, draw(sub, data, state.indices, state.weights, start), data).astype(dtype)
             r, cols = residual(g, state)
@@ -150,19 +150,24 @@ def sparse_vi(model: Model, size: int, num_draws: int = 100, num_iters: int = 10
                                   diverged_at=jnp.where(ok, state.diverged_at, i).astype(state.diverged_at.dtype))
 
         def outer(i, state):
-            live_run = state.diverged_at < 0
+            # after a divergence nothing runs: no chains on the last finite iterate's posterior
+            return jax.lax.cond(state.diverged_at < 0, lambda s: _outer(i, s), lambda s: s, state)
+
+        def _outer(i, state):
             key, sub = jax.random.split(state.key)
             g = _centred_lls(model, draw(sub, data, state.indices, state.weights, start), data).astype(dtype)
             r, _ = residual(g, state)
             corr = (g.T @ r) / (jnp.sqrt(jnp.sum(g * g, axis=0)) * jnp.linalg.norm(r) + jnp.finfo(dtype).tiny)
             in_support = jnp.zeros(n, bool).at[state.indices].set(jnp.arange(size) < state.count)
             f = jnp.argmax(jnp.where(in_support | ~live, -jnp.inf, corr))
-            new = live_run & ~in_support[f] & live[f] & (corr[f] > 0)
+            new = ~in_support[f] & live[f] & (corr[f] > 0)
             slot = jnp.minimum(state.count, size - 1)
             indices = jnp.where(new, state.indices.at[slot].set(f.astype(jnp.int32)), state.indices)
             state = SparseVIState(indices, state.weights, state.count + new.astype(state.count.dtype), key,
                                   state.diverged_at)
-            return jax.lax.fori_loop(0, num_iters, lambda t, s: weight_step(t, s, i), state)
+            # the weight steps stop at the first that diverges (the remaining iterations are skipped)
+            return jax.lax.while_loop(lambda c: (c[0] < num_iters) & (c[1].diverged_at < 0),
+                                      lambda c: (c[0] + 1, weight_step(c[0], c[1], i)), (0, state))[1]
 
         init = SparseVIState(jnp.zeros(size, jnp.int32), jnp.zeros(size, dtype), jnp.asarray(0, jnp.int32), key,
                              jnp.asarray(-1, jnp.int32))
