@@ -284,7 +284,8 @@ def test_with_no_size_passing_the_fewest_points_within_the_noise_of_the_lowest_k
 
     def run(kls):
         def judge(cs, draws):
-            return FakeCertificate("poor", *kls[cs.num_points])
+            got = kls[cs.num_points]
+            return FakeCertificate(*got) if isinstance(got[0], str) else FakeCertificate("poor", *got)
 
         def draw(cs, key, init):
             return type("Draws", (), {"samples": jnp.zeros((2, 5, 3))})()
@@ -298,3 +299,5 @@ def test_with_no_size_passing_the_fewest_points_within_the_noise_of_the_lowest_k
     assert run({16: (5.0, 0.1), 32: (1.60, 0.05), 64: (1.55, 0.05)}).capacity == 32
     assert run({16: (5.0, 0.1), 32: (2.00, 0.05), 64: (1.55, 0.05)}).capacity == 64
     assert run({16: (1.56, 0.05), 32: (1.60, 0.05), 64: (1.55, 0.05)}).capacity == 16
+    # an unreliable estimate, however low, is not trusted while some size has a trustworthy one
+    assert run({16: ("unreliable", 0.9, 0.05), 32: (1.60, 0.05), 64: (1.55, 0.05)}).capacity == 32

@@ -22,7 +22,8 @@ over the data. The search asks it at a sequence of sizes, reusing what does not 
    that gives the KL reached; its certificate's verdict is then at best "usable", never "good". Of the sizes
    whose estimate is within two standard errors of the lowest, the one with the fewest points (then the
    smallest) is returned: a larger size of the same coreset, or one no better beyond the noise, buys nothing
-   (Bradley-Terry's sizes 512 and 1024 both built 500 points, KL 1.626 and 1.622 +- 0.03).
+   (Bradley-Terry's sizes 512 and 1024 both built 500 points, KL 1.626 and 1.622 +- 0.03). Sizes certified
+   "unreliable" are left out of that choice unless every size is.
 6. If two failing sizes in a row build coresets of the same number of points, fewer than the smaller size,
    the method has stopped adding points (OMP fits the J projected features exactly with at most J points),
    and every larger size would build the same coreset: the search stops there and warns that more features
@@ -114,8 +115,10 @@ def planned_sizes(first: int, limit: int) -> tuple:
 
 def _best_unreached(tried: dict) -> int:
     """The size returned when none passed (module docstring, 5): of the sizes whose KL estimate is within Z
-    standard errors (of the difference) of the lowest, the one with the fewest points, then the smallest."""
+    standard errors (of the difference) of the lowest, the one with the fewest points, then the smallest.
+    Sizes certified `unreliable` (an estimate not to be trusted, often too low) count only when all are."""
     certs = {s: cs.certificate for s, cs in tried.items()}
+    certs = {s: c for s, c in certs.items() if c.verdict != "unreliable"} or certs
     lowest = min(certs, key=lambda s: certs[s].kl)
     close = [s for s, c in certs.items()
              if c.kl - Z * math.hypot(c.kl_se, certs[lowest].kl_se) <= certs[lowest].kl]
