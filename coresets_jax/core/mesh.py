@@ -82,9 +82,11 @@ def with_auto_axes(fn: Callable, data_arg: int, rows_out: bool = False) -> Calla
     `jax.sharding.auto_axes` on that mesh. Its output comes back replicated, or with `rows_out` (a V of
     rows) split along its leading axis as the data is; without Explicit axes `fn` runs as it is."""
 
+    signature = inspect.signature(fn)
+
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        positional = inspect.signature(fn).bind(*args, **kwargs).args  # the data may come by keyword
+        positional = signature.bind(*args, **kwargs).args  # the data may come by keyword
         mesh = traced_explicit_mesh(positional[data_arg]) if len(positional) > data_arg else None
         if mesh is None:
             return fn(*args, **kwargs)
