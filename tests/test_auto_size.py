@@ -303,3 +303,98 @@ def test_with_no_size_passing_the_fewest_points_within_the_noise_of_the_lowest_k
     assert run({16: (1.56, 0.05), 32: (1.60, 0.05), 64: (1.55, 0.05)}).capacity == 16
     # an unreliable estimate, however low, is not trusted while some size has a trustworthy one
     assert run({16: ("unreliable", 0.9, 0.05), 32: (1.60, 0.05), 64: (1.55, 0.05)}).capacity == 32
+
+
+class _Cert:
+    """A faked certificate: what the search reads (verdict, KL and its se, k-hat, how it was computed)."""
+
+    def __init__(self, kl, verdict="usable", precision="float64", log_ratio=None, kl_se=0.0):
+        self.kl, self.verdict, self.precision, self.kl_se, self.khat = kl, verdict, precision, kl_se, 0.0
+        self.log_ratio = np.zeros(10) if log_ratio is None else log_ratio
+
+
+def _screened_search(exact_kls, screen_kls, noise=1e-4, spread=False):
+    """auto_coreset with faked draws, full-pass certificates and screens; returns (coreset, judged sizes)."""
+    judged = []
+
+    def judge(cs, draws):
+        judged.append(cs.num_points)
+        return _Cert(exact_kls[cs.num_points])
+
+    def screen(cs, draws, seed):
+        r = np.linspace(0.0, 5.0, 10) if spread else None
+        return _Cert(screen_kls[cs.num_points], precision="screened", log_ratio=r), noise
+
+    def draw(cs, key, init):
+        return type("Draws", (), {"samples": jnp.zeros((2, 5, 3))})()
+
+    cs = auto_size.auto_coreset(cj.models.gaussian_mean(3), jnp.zeros((1000, 3)), 1000, 0.1, 64,
+                                cj.registry.resolve("omp"), jax.random.key(0),
+                                lambda size: cj.Coreset(jnp.arange(size), jnp.ones(size)),
+                                draw=draw, judge=judge, dim=3, screen=screen)
+    return cs, judged
+
+
+def test_screens_decide_the_sizes_tried_and_only_the_size_returned_gets_the_full_pass():
+    kls = {16: 5.0, 23: 0.4, 32: 0.05, 45: 0.02, 64: 0.01}
+    cs, judged = _screened_search(kls, kls)
+    assert cs.capacity == 32 and judged == [32]
+    assert cs.certificate.precision == "float64"  # the returned certificate is the full pass's
+    path = {p["size"]: p for p in cs.info["path"]}
+    assert [p["size"] for p in cs.info["path"]] == [16, 32, 23]
+    assert path[16]["screened"] and path[23]["screened"] and not path[32]["screened"]
+    assert path[32]["screened_kl"] == 0.05 and path[32]["passed"]
+
+
+def test_a_screened_pass_that_the_full_pass_reverses_searches_again_on_full_passes():
+    # the screen says 32 passes (0.05); the full pass says 0.5: the search runs again on full passes alone
+    exact = {16: 5.0, 23: 2.0, 32: 0.5, 45: 0.3, 64: 0.01}
+    screened = {16: 5.0, 23: 2.0, 32: 0.05, 45: 0.3, 64: 0.01}
+    cs, judged = _screened_search(exact, screened)
+    assert cs.capacity == 64 and cs.certificate.kl == 0.01 and cs.certificate.precision == "float64"
+    assert judged == [32, 16, 64, 45]  # 32's full certificate is reused in the second search
+    second = cs.info["path"][3:]
+    assert [p["size"] for p in second] == [16, 32, 64, 45] and not any(p["screened"] for p in second)
+
+
+def test_a_screen_whose_error_could_change_the_decision_gives_way_to_the_full_pass():
+    # r spread over 5 nats and an error sd of 1 nat: a bound that could move any of these KLs across tol
+    kls = {16: 0.5, 23: 0.2, 32: 0.05, 45: 0.02, 64: 0.01}
+    cs, judged = _screened_search(kls, kls, noise=1.0, spread=True)
+    assert cs.capacity == 32 and judged == [16, 32, 23]
+    assert not any(p["screened"] for p in cs.info["path"])
+    # a failure far beyond that bound is decided by the screen (16 at 50 nats)
+    kls[16] = 50.0
+    cs, judged = _screened_search(kls, kls, noise=1.0, spread=True)
+    assert judged == [32, 23] and cs.info["path"][0]["screened"]
+
+
+def test_with_no_size_passing_the_one_returned_gets_the_full_pass():
+    kls = {16: 5.0, 32: 2.0, 64: 1.0}
+    with pytest.warns(RuntimeWarning, match="no size up to 64"):
+        cs, judged = _screened_search(kls, kls)
+    assert cs.capacity == 64 and judged == [64] and cs.certificate.precision == "float64"
+
+
+@pytest.mark.slow
+def test_a_screened_search_returns_what_the_full_pass_search_returns(monkeypatch):
+    # N = 2^17 logistic rows, D = 10 (sizes 16, 32, 64, 45): the screen decides the sizes tried (checked against the full pass at each),
+    # and the coreset returned, its certificate and the path's sizes are those of the search without it.
+    from coresets_jax.certification import screen
+    from coresets_jax.construct import pipeline
+
+    ds = cj.data.synthetic_logistic(jax.random.key(0), screen.SCREEN_MIN_ROWS, theta=(1.0,) * 9 + (0.0,))
+    model, data = cj.models.logistic_regression(), (ds.X, ds.y)
+    runs = {}
+    for on in (True, False):
+        monkeypatch.setattr(pipeline, "SCREEN", on)
+        runs[on] = cj.coreset(model, data, key=jax.random.key(1), tol=0.1)
+    screened, full = runs[True], runs[False]
+    assert [p["size"] for p in screened.info["path"]] == [p["size"] for p in full.info["path"]]
+    np.testing.assert_array_equal(screened.indices, full.indices)
+    assert screened.certificate.kl == full.certificate.kl and screened.certificate.precision != "screened"
+    on_screen = [p for p in screened.info["path"] if p["screened"]]
+    assert len(on_screen) >= 2
+    exact = {p["size"]: p for p in full.info["path"]}
+    for p in on_screen:
+        assert abs(p["kl"] - exact[p["size"]]["kl"]) <= 0.01 * exact[p["size"]]["kl"] + 1e-3, (p, exact[p["size"]])

@@ -52,8 +52,8 @@ from ..features.projection import default_chunk
 from ..core.mesh import leading_mesh
 
 __all__ = ["AUDIT_DRAWS", "AUDIT_KL_FLOOR", "AUDIT_MAX_ERROR", "AUDIT_MIN_WORK", "PRECISIONS", "PassPrecision",
-           "audit_draws", "audited_log_ratio", "combine", "coreset_term", "full_term", "kl_shift_bound", "log_ratio",
-           "pass_draws", "precision_scope"]
+           "as_dtype", "audit_draws", "audited_log_ratio", "combine", "coreset_term", "full_term", "kl_shift_bound",
+           "log_ratio", "pass_draws", "precision_scope", "relative_sums", "scan_rows"]
 
 Array = jax.Array
 PRECISIONS = ("auto", "float64", "float32")
@@ -83,17 +83,17 @@ def _accumulate(hi: Array, lo: Array, part: Array):
     return total, lo + ((hi - (total - back)) + (part - back))
 
 
-def _as_dtype(tree: Any, dtype) -> Any:
+def as_dtype(tree: Any, dtype) -> Any:
     return jax.tree_util.tree_map(
         lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, tree)
 
 
-def _relative_sums(model: Model, rows: Any, draws: Array, reference: Array, weights: Optional[Array] = None):
+def relative_sums(model: Model, rows: Any, draws: Array, reference: Array, weights: Optional[Array] = None):
     """(S,) sum_b w_b (L(row_b | theta_s) - c_b), with c_b = L(row_b | theta_ref), or 0 where that is not finite.
 
     No finiteness masks on the (B, S) block, so XLA fuses it into one reduction: a -inf, NaN or +inf term
     makes its column's sum -inf or non-finite, which `_flags` reads off the (S,) result."""
-    rows = _as_dtype(rows, draws.dtype)
+    rows = as_dtype(rows, draws.dtype)
     base = jax.vmap(model.log_likelihood, in_axes=(None, 0))(reference, rows)
     base = jnp.where(jnp.isfinite(base), base, 0.0)
     lls = jax.vmap(lambda datum: jax.vmap(model.log_likelihood, in_axes=(0, None))(draws, datum))(rows)
@@ -108,28 +108,32 @@ def _flags(total: Array) -> Array:
     return (total == -jnp.inf).astype(jnp.int32) | 2 * (jnp.isnan(total) | (total == jnp.inf)).astype(jnp.int32)
 
 
-def _pass(model: Model, data: Any, draws: Array, reference: Array, chunk: int):
-    """sum_n (L_n(theta_s) - c_n) over every row: a scan over whole chunks (one (chunk, S) block in memory),
-    then the remainder rows. Returns (hi, lo, flags), each (S,)."""
+def scan_rows(add, carry, data: Any, chunk: int):
+    """Fold `add(carry, rows) -> (carry, None)` over the rows of `data`: a scan over whole chunks of `chunk`
+    rows (one chunk's work in memory), then the remainder rows. Returns the final carry."""
     n = jax.tree_util.tree_leaves(data)[0].shape[0]
     whole = n // chunk
-    head = jax.tree_util.tree_map(lambda x: x[:whole * chunk].reshape((whole, chunk) + x.shape[1:]), data)
-    tail = jax.tree_util.tree_map(lambda x: x[whole * chunk:], data)
+    if whole:
+        head = jax.tree_util.tree_map(lambda x: x[:whole * chunk].reshape((whole, chunk) + x.shape[1:]), data)
+        carry, _ = jax.lax.scan(add, carry, head)
+    if n > whole * chunk:
+        carry, _ = add(carry, jax.tree_util.tree_map(lambda x: x[whole * chunk:], data))
+    return carry
+
+
+def _pass(model: Model, data: Any, draws: Array, reference: Array, chunk: int):
+    """sum_n (L_n(theta_s) - c_n) over every row (`scan_rows`: one (chunk, S) block in memory). Returns
+    (hi, lo, flags), each (S,)."""
 
     def add(carry, rows):
         hi, lo, flags = carry
-        part = _relative_sums(model, rows, draws, reference)
+        part = relative_sums(model, rows, draws, reference)
         flags = flags | _flags(part)
         hi, lo = _accumulate(hi, lo, jnp.where(jnp.isfinite(part), part, 0.0))
         return (hi, lo, flags), None
 
     zeros = jnp.zeros(draws.shape[0], draws.dtype)
-    carry = (zeros, zeros, jnp.zeros(draws.shape[0], jnp.int32))
-    if whole:
-        carry, _ = jax.lax.scan(add, carry, head)
-    if n > whole * chunk:
-        carry, _ = add(carry, tail)
-    return carry
+    return scan_rows(add, (zeros, zeros, jnp.zeros(draws.shape[0], jnp.int32)), data, chunk)
 
 
 @compiled.jit(static_argnames=("model", "chunk"))
@@ -162,7 +166,7 @@ def coreset_term(model, rows, weights, draws, reference):
 
 @compiled.jit(static_argnames=("model",))
 def _coreset_term(model, rows, weights, draws, reference):
-    total = _relative_sums(model, rows, draws, reference, weights)
+    total = relative_sums(model, rows, draws, reference, weights)
     return total, _flags(total)
 
 

@@ -31,6 +31,17 @@ over the data. The search asks it at a sequence of sizes, reusing what does not 
    (benchmarks/vs_peers.py) stopped growing at 500 points with J = 500 and KL 4.8, after trying sizes up
    to 4096 for 442 s.
 
+7. Screening (ours; `certification.screen`). A certificate's pass over all N rows costs N x S log-likelihood
+   evaluations at every size tried (1.4 s per size at N = 10^6, S = 1000, D = 10 on 2 CPU cores). Where the
+   data are in memory on one device and N >= 2^17, each size is first judged from a subsample of 16,384 rows
+   with a second-order Taylor control variate (the difference estimator of HMCECS), whose error is measured
+   from two half-subsamples. Its certificate decides the size when NOISE_BOUND (4) times that error moves
+   the KL estimate by at most max(its standard error, SCREEN_SLACK x tol) (`passes.kl_shift_bound`), or
+   when the size fails by more than that shift; otherwise the size gets the full pass. The size returned
+   always gets the full pass; if that reverses a screened pass, the search runs again on full passes alone
+   (the coresets and draws are kept). The path's entries say which were screened (`screened`, and
+   `screened_kl` where the full pass replaced a screen).
+
 Every size is checked to fit in memory before it is built (`memory.check_fits`); sizes that cannot fit cap
 the search. The result carries its certificate (`cs.certificate`) and the path (`cs.info["path"]`: per size
 tried, the size, points, KL estimate and its standard error, k-hat, verdict and seconds).
@@ -52,13 +63,16 @@ from ..core import Coreset, Model
 from ..registry import Construction
 from ..core import caller
 
-__all__ = ["DEFAULT_LIMIT", "FIRST_SIZE", "auto_coreset", "default_limit", "first_size", "passes", "planned_sizes"]
+__all__ = ["DEFAULT_LIMIT", "FIRST_SIZE", "auto_coreset", "decisive", "default_limit", "first_size", "passes",
+           "planned_sizes"]
 
 FIRST_SIZE = 16          # the smallest size tried (raised to D + 1)
 DEFAULT_LIMIT = 4096     # the default largest size (benchmarks/auto_size.py)
 Z = 2.0                  # standard errors added to the KL estimate before comparing with tol
 SAMPLING = dict(method="nuts", num_samples=500, num_warmup=500, num_chains=2)
 SHARED = 4               # sizes up to SHARED x M_0 draw and certify on one shared capacity
+NOISE_BOUND = 4.0        # a screened r's error bound, in sds of its estimated error (as the float32 audit)
+SCREEN_SLACK = 0.1       # a screen decides where its error moves the KL by at most this x tol (or its se)
 
 
 def first_size(dim: int, limit: int) -> int:
@@ -127,7 +141,7 @@ def _best_unreached(tried: dict) -> int:
 
 def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, construction: Construction,
                  key: jax.Array, build_at, sample_kwargs: Optional[dict] = None, draw=None, judge=None,
-                 dim: Optional[int] = None, build_path=None) -> Coreset:
+                 dim: Optional[int] = None, build_path=None, screen=None) -> Coreset:
     """The search (module docstring). `build_at(size) -> Coreset` builds the method's coreset at a size on the
     shared projection (it checks the memory); `key` drives the draws. `draw(cs, key, init) -> Posterior` and
     `judge(cs, draws) -> Certificate` default to NUTS on `data` (`SAMPLING`) and `cj.certify` against `data`
@@ -135,7 +149,12 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
 
     `build_path(capacity, sizes) -> {size: Coreset}` (optional; OMP's greedy path): one run at `capacity` that
     also gives the coresets of the smaller `sizes` (`planned_sizes`); used for the sizes up to that capacity,
-    which then cost one compilation and one run instead of one each."""
+    which then cost one compilation and one run instead of one each.
+
+    `screen(cs, draws, seed) -> (Certificate, noise) or None` (optional; `certification.screen`): a cheaper
+    certificate from a subsample, used for a size's decision where its measured error cannot change it
+    (`decisive`; module docstring, 7). The size returned is always certified by `judge`; if that reverses
+    the screen's pass, the search runs again on `judge` alone (the draws are kept)."""
     from ..certification import certify
     from ..inference import sample
 
@@ -146,8 +165,9 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
     if judge is None:
         def judge(cs, draws):
             return certify(model, data, cs, draws)
-    path, tried, from_path = [], {}, {}
+    path, tried, from_path, drawn, exact = [], {}, {}, {}, {}
     init = None
+    screening = screen is not None
 
     def build(size: int) -> Coreset:
         if build_path is not None:
@@ -158,54 +178,95 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
                 return from_path[size]
         return build_at(size)
 
+    def certified(size: int, shared: Coreset, post, use_screen: bool):
+        """The size's certificate: the screen's where it is decisive, else (and cached) `judge`'s."""
+        if size in exact:
+            return exact[size]
+        if use_screen:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = screen(shared, post.samples, size)
+            if got is not None and decisive(got[0], got[1], tol):
+                return got[0]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the certificate judges the draws; the path reports them
+            exact[size] = judge(shared, post.samples)
+        return exact[size]
+
     def attempt(size: int):
         nonlocal init
         t0 = time.perf_counter()
-        cs = build(size)
-        k = jax.random.fold_in(key, size)
-        # Draws and certificate on slots padded to a shared capacity: one compiled sampler and certificate
-        # for the first sizes, not one per size (padding has weight 0 and adds exactly 0 to the density).
-        shared = padded(cs, min(max(n, cs.capacity), _shared_capacity(cs.capacity, first)))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the certificate judges the draws; the path reports them
-            post = draw(shared, k, init)
-            cert = judge(shared, post.samples)
+        if size in drawn:  # a second search (a screen reversed): the same coreset and draws
+            cs, shared, post = drawn[size]
+        else:
+            cs = build(size)
+            k = jax.random.fold_in(key, size)
+            # Draws and certificate on slots padded to a shared capacity: one compiled sampler and certificate
+            # for the first sizes, not one per size (padding has weight 0 and adds exactly 0 to the density).
+            shared = padded(cs, min(max(n, cs.capacity), _shared_capacity(cs.capacity, first)))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                post = draw(shared, k, init)
+            drawn[size] = (cs, shared, post)
+        cert = certified(size, shared, post, screening)
         # The next size's chains start at these draws only when this certificate trusts them: an unreliable
         # or poor coreset posterior can put its mass where the full one has none (a Student-t regression's
         # 16-point coreset had a spike at scale 3e-5), and chains started there stay in the next size's copy
         # of that spike instead of its main mode. Otherwise they start from the coreset's own Laplace fit.
         init = np.asarray(post.samples)[:, -1, :] if cert.verdict in ("good", "usable") else None
-        entry = {"size": size, "points": int(cs.num_points), "kl": float(cert.kl), "kl_se": float(cert.kl_se),
-                 "khat": float(cert.khat), "verdict": cert.verdict, "passed": passes(cert, tol),
-                 "seconds": time.perf_counter() - t0}
-        path.append(entry)
+        path.append(_entry(size, cs, cert, tol, time.perf_counter() - t0))
         tried[size] = (cs.with_certificate(cert), post)
-        return entry["passed"]
+        return path[-1]["passed"]
+
+    def search():
+        """(hi, lo, saturated): the smallest passing size found (or None), the largest failing one below
+        it, and (lo, size, points) where the coreset stopped growing."""
+        size, lo, before = first, None, None
+        while True:
+            if attempt(size):
+                break
+            if before is not None and _stopped_growing(before, path[-1]):
+                return None, lo, (lo, size, path[-1]["points"])  # every larger size builds this same coreset
+            lo, before = size, path[-1]
+            if size >= limit:
+                return None, lo, None
+            size = min(limit, 2 * size)
+        hi = size
+        if lo is not None:
+            mid = _sizes_between(lo, hi)
+            if mid is not None and attempt(mid):
+                hi = mid
+        return hi, lo, None
+
+    def confirm(size: int) -> bool:
+        """Certify `size` with `judge` if its certificate was screened; True where the decision stands."""
+        cs, shared, post = drawn[size]
+        if size in exact:
+            return True
+        t0 = time.perf_counter()
+        screened = tried[size][0].certificate
+        cert = certified(size, shared, post, False)
+        tried[size] = (cs.with_certificate(cert), post)
+        entry = next(e for e in reversed(path) if e["size"] == size)
+        entry.update(_entry(size, cs, cert, tol, entry["seconds"] + time.perf_counter() - t0),
+                     screened_kl=float(screened.kl))
+        return entry["passed"] == passes(screened, tol)
 
     d = _dim(model, data) if dim is None else dim
-    size = first = first_size(d, limit)
-    lo, hi, saturated = None, None, None
-    while True:
-        if attempt(size):
-            hi = size
-            break
-        if lo is not None and _stopped_growing(path[-2], path[-1]):
-            saturated = (lo, size, path[-1]["points"])  # every larger size builds this same coreset
-            break
-        lo = size
-        if size >= limit:
-            break
-        size = min(limit, 2 * size)
-    if hi is not None and lo is not None:
-        mid = _sizes_between(lo, hi)
-        if mid is not None and attempt(mid):
-            hi = mid
-    if hi is not None:
-        best_size = hi
-        best = tried[hi][0]
-    else:
+    first = first_size(d, limit)
+    hi, lo, saturated = search()
+    if screening and hi is not None and not confirm(hi):
+        screening = False  # the screen passed a size the full pass fails: search again on the full pass
+        hi, lo, saturated = search()
+    best_size = hi
+    if hi is None:
         best_size = _best_unreached({s: tried[s][0] for s in tried})
-        best = tried[best_size][0]
+        # a screened failure is decisive (its KL less its error bound exceeds tol), but the one returned is
+        # certified by the full pass all the same, and returned as passing if that pass says so
+        if screening and not confirm(best_size) and passes(tried[best_size][0].certificate, tol):
+            hi = best_size
+    best = tried[best_size][0]
+    if hi is None:
         cert = best.certificate
         reached = f"{cert.kl:.3g} ± {cert.kl_se:.2g}"
         if saturated is None:
@@ -233,6 +294,27 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
                 saturated_at=None if saturated is None else saturated[2])
     return Coreset(best.indices, best.weights, info, best.method, dict(best.settings, tol=tol, limit=limit,
                                                                         size="auto"), best.certificate)
+
+
+def _entry(size: int, cs: Coreset, cert, tol: float, seconds: float) -> dict:
+    """The path's record of one size."""
+    return {"size": size, "points": int(cs.num_points), "kl": float(cert.kl), "kl_se": float(cert.kl_se),
+            "khat": float(cert.khat), "verdict": cert.verdict, "passed": passes(cert, tol),
+            "screened": getattr(cert, "precision", None) == "screened", "seconds": seconds}
+
+
+def decisive(cert, noise: float, tol: float) -> bool:
+    """A screened certificate decides a size (module docstring, 7) when its error bound, NOISE_BOUND x the
+    error's sd, shifts its KL (to first order as `passes.kl_shift_bound`, plus the bound^2 / 2 that moves a KL
+    near 0) by at most max(its standard error, SCREEN_SLACK x tol), or when it fails by more than that shift
+    (KL - shift > tol)."""
+    from ..certification.passes import kl_shift_bound
+
+    bound = NOISE_BOUND * noise
+    shift = kl_shift_bound(np.asarray(cert.log_ratio), bound)[0] + bound ** 2 / 2  # first order, plus var(e) / 2
+    if shift <= max(float(cert.kl_se), SCREEN_SLACK * tol):
+        return True
+    return not passes(cert, tol) and float(cert.kl) - shift > tol
 
 
 def _stopped_growing(before: dict, after: dict) -> bool:

@@ -4,6 +4,7 @@ then a posterior-driven core; with `certify=True`, its certificate."""
 from __future__ import annotations
 
 import functools
+import os
 import time
 import warnings
 from typing import Any, Optional
@@ -404,9 +405,29 @@ def _auto(model, data, size, method, key, tol, *, norm, num_features, pi_hat, dt
             return out
 
     cs = _auto_size.auto_coreset(model, data, n, tol, limit, construction, jax.random.fold_in(key, 1), build_at,
-                                 build_path=build_path)
+                                 build_path=build_path, screen=_screen(model, data, n, key))
     return (cs, V) if return_vectors else cs
 
+
+def _screen(model: Model, data: Any, n: int, key: jax.Array):
+    """The automatic size's screening certificate (`certification.screen`), for data in memory on one device
+    with at least SCREEN_MIN_ROWS rows (below, the full pass is cheap); None otherwise, or with the
+    environment variable CORESETS_JAX_SCREEN=0."""
+    from ..certification import screen as _scr
+
+    if not SCREEN or n < _scr.SCREEN_MIN_ROWS or _mesh.leading_mesh(data) is not None:
+        return None
+    seed = int(np.asarray(jax.random.key_data(key)).ravel()[-1])
+
+    def screen(cs: Coreset, draws, size: int):
+        return _scr.screened_certificate(model, data, cs, draws, seed=seed + size)
+
+    return screen
+
+
+# CORESETS_JAX_SCREEN=0 (or pipeline.SCREEN = False) certifies every size of the automatic size's search with the
+# full pass.
+SCREEN = os.environ.get("CORESETS_JAX_SCREEN", "1") != "0"
 
 CERTIFY_SAMPLING = dict(method="nuts", num_samples=500, num_warmup=500, num_chains=2)
 

@@ -222,10 +222,10 @@ def weighted_rows(data: Any, n: int, weights: Any):
     # autodiff still evaluates them, and an arbitrary row (say row 0) can overflow where the coreset's own
     # rows do not (exp(x theta) = inf gives 0 * inf = NaN in the gradient, and a failed Laplace fit).
     idx = np.where(w > 0, idx, idx[np.argmax(w > 0)]).astype(np.int32)
-    return jax.tree_util.tree_map(lambda leaf: _gather(leaf, idx), data), jax.device_put(w)
+    return jax.tree_util.tree_map(lambda leaf: gather(leaf, idx), data), jax.device_put(w)
 
 
-def _gather(leaf: Any, idx: np.ndarray) -> jax.Array:
+def gather(leaf: Any, idx: np.ndarray) -> jax.Array:
     """leaf[idx]: in NumPy for a small leaf on one device (an eager gather is a compilation per shape), one
     compiled gather for a large one (eagerly, `x[idx]` compiles three or four small programs), else the
     mesh-aware `take_data`."""
