@@ -21,6 +21,8 @@ allow. Every contender sees the same NumPyro model:
   `cj.certify(model, data, cs, post.samples)`; package defaults (Laplace on all rows; J from
   `cj.features.projection.auto_num_features(D, M, N)`: 500 up to N = 134,217, 160 at D = 10 from N = 4.2e5);
 - `ours_auto`: `cj.coreset(model, data, key=key, tol=0.1)` (its certificate attached), then `cj.sample`;
+- `ours_auto_draws`: the same search, whose own NUTS draws of the returned coreset (`cs.info["samples"]`,
+  2 chains x (500 + 500), the draws its certificate weighed) are the posterior: no further `cj.sample`;
 - `ours_options`: `ours_fixed` with the two options of investigations/cold_path.py instead of the defaults:
   pi_hat = `cj.laplace(..., subsample=10_000)` and J = max(32, 8 D) (`OPTIONS_FEATURES`);
 - `ours_candidates`, `ours_auto_candidates`: `ours_fixed` and `ours_auto` with `candidate_rows=100_000`: OMP
@@ -63,8 +65,8 @@ ROOT = os.path.dirname(HERE)
 sys.path[:0] = [HERE, ROOT]
 import common  # noqa: E402
 
-CONTENDERS = ("nuts", "nuts_jit_args", "hmcecs", "sgld", "ours_fixed", "ours_auto", "ours_options", "ours_candidates",
-              "ours_auto_candidates")
+CONTENDERS = ("nuts", "nuts_jit_args", "hmcecs", "sgld", "ours_fixed", "ours_auto", "ours_auto_draws", "ours_options",
+              "ours_candidates", "ours_auto_candidates")
 CANDIDATE_ROWS = 100_000  # ours_candidates, ours_auto_candidates: cj.coreset(..., candidate_rows=...)
 OPTIONS_SUBSAMPLE = 10_000  # ours_options: Laplace fit on this many rows (cj.laplace(..., subsample=n))
 # Full-data NUTS runs, in the order a cell's reference is taken from: NumPyro's defaults (the model's data
@@ -202,7 +204,8 @@ def run_contender(name: str, fn, X, y, key, cfg: dict):
         res = sgmcmc_baselines.run_sg({"model": model, "data": data}, "sgld", cfg["sgld_steps"], key, None)
         out = np.asarray(res.samples)
         info.update(step_size=res.step_size, gradient_evaluations=res.gradient_evaluations)
-    elif name in ("ours_fixed", "ours_auto", "ours_options", "ours_candidates", "ours_auto_candidates"):
+    elif name in ("ours_fixed", "ours_auto", "ours_auto_draws", "ours_options", "ours_candidates",
+                  "ours_auto_candidates"):
         # cj.from_numpyro once per process (timed in the first call): a user's second call reuses the model;
         # a new Model object is a new static argument, so every program would be compiled again.
         if (fn, id(X)) not in _MODELS:
@@ -224,8 +227,11 @@ def run_contender(name: str, fn, X, y, key, cfg: dict):
         jax.block_until_ready(cs.weights)
         info["coreset_s"] = time.perf_counter() - t0
         t1 = time.perf_counter()
-        post = cj.sample(model, data, key, weights=cs, num_samples=draws, num_warmup=warmup, num_chains=CHAINS,
-                         warn=False)
+        if name == "ours_auto_draws":  # the search's own draws of the coreset it returns
+            post = type("Draws", (), {"samples": cs.info["samples"]})()
+        else:
+            post = cj.sample(model, data, key, weights=cs, num_samples=draws, num_warmup=warmup,
+                             num_chains=CHAINS, warn=False)
         jax.block_until_ready(post.samples)
         info["sample_s"] = time.perf_counter() - t1
         if not name.startswith("ours_auto"):
@@ -668,8 +674,9 @@ def _plot(result: dict, out_dir: str, stem: str) -> None:
     labels = list(dict.fromkeys(c["model"] for c in result["cells"])) or ["-"]
     fig, axes = common.figure(1, len(labels), size=(5.5, 4.2))
     colors = {"nuts": "k", "nuts_jit_args": "tab:brown", "hmcecs": "tab:orange", "sgld": "tab:green",
-              "ours_fixed": "tab:blue", "ours_auto": "tab:purple", "ours_options": "tab:cyan", "nuts_sequential": "tab:gray",
-              "ours_candidates": "tab:red", "ours_auto_candidates": "tab:pink"}
+              "ours_fixed": "tab:blue", "ours_auto": "tab:purple", "ours_auto_draws": "tab:olive",
+              "ours_options": "tab:cyan", "nuts_sequential": "tab:gray", "ours_candidates": "tab:red",
+              "ours_auto_candidates": "tab:pink"}
     for ax, label in zip(axes[0], labels):
         cells = [c for c in result["cells"] if c["model"] == label]
         for c in colors:
