@@ -68,21 +68,26 @@ def test_the_screen_matches_a_numpy_difference_estimator_and_its_error_estimate_
         h = (X64[rows] * hess_w[rows, None]).T @ X64[rows]
         return delta @ g + 0.5 * np.einsum("si,ij,sj->s", delta, h, delta)
 
-    halves = screen.subsample_halves(n, m, seed)
+    groups = screen.subsample_groups(n, m, seed)
     everything = np.arange(n)
     estimates = []
-    for rows in halves:
+    for rows in groups:
         ll = _logistic_numpy(X64[rows], y64[rows], flat) - _logistic_numpy(X64[rows], y64[rows], center[None])
         estimates.append(taylor(everything) + n / rows.size * (ll.sum(1) - taylor(rows)))
     idx, w = np.asarray(cs.indices), np.asarray(cs.weights, np.float64)
     core = ((_logistic_numpy(X64[idx], y64[idx], flat) - _logistic_numpy(X64[idx], y64[idx], center[None]))
             * w).sum(1)
-    want = 0.5 * (estimates[0] + estimates[1]) - core
+    want = np.mean(estimates, axis=0) - core
     np.testing.assert_allclose(got.r - got.r.mean(), want - want.mean(), atol=1e-6)
-    err = 0.5 * (estimates[0] - estimates[1])
-    np.testing.assert_allclose(got.noise, np.std(err - err.mean()), rtol=1e-6)
+    # the error of the mean of K group estimates, draw by draw, from their spread (centred over the draws)
+    k = len(estimates)
+    spread = np.stack([e - np.mean(estimates, axis=0) for e in estimates])
+    spread = spread - spread.mean(axis=1, keepdims=True)
+    np.testing.assert_allclose(got.noise, np.sqrt(np.mean(np.sum(spread ** 2, axis=0)) / (k * (k - 1))),
+                               rtol=1e-6)
+    assert k == screen.GROUPS and groups.shape == (k, m // k)
 
-    # against the full pass: the error is of the size the halves say (within a factor of 3), and at draws two
+    # against the full pass: the error is of the size the groups say (within a factor of 3), and at draws two
     # posterior sds from the mode it stays below 0.01 nat (from 10% of the rows)
     exact = _full_r(model, (X, y), cs, draws)
     true_error = np.std((got.r - got.r.mean()) - exact)

@@ -4,9 +4,9 @@ Part 1, per size: for OMP coresets of M = 16, 32, 64 and 128 points, NUTS draws 
 (2 chains x (500 + 500), as the search), then `cj.certify` (the full pass, precision "auto") and the screen
 (16,384 rows, second-order Taylor control variate) on the same draws. Recorded: both KL estimates, the
 screen's error against the full pass (sd over the draws of the centred difference of r) next to the error
-the screen estimates from its two halves, whether the screen would decide the size at tol = 1, 0.1 and 0.01
-(`auto_size.decisive`) and, where it decides, whether it decides as the full pass does; and the seconds of
-each (second calls, compiled).
+the screen estimates from the spread of its four groups, whether the screen would decide the size at
+tol = 1, 0.1 and 0.01 (`auto_size.decisive`) and, where it decides, whether it decides as the full pass
+does; and the seconds of each (second calls, compiled).
 
 Part 2, the whole search: `cj.coreset(model, data, key=key, tol=0.1)` with the screen and with full passes
 only (`pipeline.SCREEN`), each called twice in one process, alternating; the second calls are timed. Recorded:

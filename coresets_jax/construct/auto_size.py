@@ -35,7 +35,7 @@ over the data. The search asks it at a sequence of sizes, reusing what does not 
    evaluations at every size tried (1.4 s per size at N = 10^6, S = 1000, D = 10 on 2 CPU cores). Where the
    data are in memory on one device and N >= 2^17, each size is first judged from a subsample of 16,384 rows
    with a second-order Taylor control variate (the difference estimator of HMCECS), whose error is measured
-   from two half-subsamples. Its certificate decides the size when NOISE_BOUND (4) times that error moves
+   from the spread of four groups of the subsample. Its certificate decides the size when NOISE_BOUND (4) times that error moves
    the KL estimate by at most max(its standard error, SCREEN_SLACK x tol) (`passes.kl_shift_bound`), or
    when the size fails by more than that shift; otherwise the size gets the full pass. The size returned
    always gets the full pass; if that reverses a screened pass, the search runs again on full passes alone
