@@ -644,6 +644,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "vs_peers_break_even": lambda with_commit: table_vs_peers(with_commit, "vs_peers_break_even"),
     "vs_peers_auto_side_by_side": lambda with_commit: table_vs_peers(with_commit, "vs_peers_auto_side_by_side"),
     "vs_peers_auto_1e6_latest": lambda with_commit: table_vs_peers(with_commit, "vs_peers_auto_1e6_latest"),
+    "vs_peers_screen": lambda with_commit: table_vs_peers(with_commit, "vs_peers_screen"),
     "vs_peers_candidates_1e6": lambda with_commit: table_vs_peers(with_commit, "vs_peers_candidates_1e6"),
     "vs_peers_poisson10": lambda with_commit: table_vs_peers(with_commit, "vs_peers_poisson10"),
     "vs_peers_poisson10_1e6": lambda with_commit: table_vs_peers(with_commit, "vs_peers_poisson10_1e6"),
