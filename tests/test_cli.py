@@ -229,3 +229,20 @@ def test_num_features_auto_is_the_coreset_default_for_the_largest_size(tmp_path,
     assert cli.main(["run", str(cfg), "--out", str(out), "--quiet"]) == 0
     report = json.loads((out / "results.json").read_text())
     assert report["dim"] == 3 and report["config"]["num_features"] == 64
+
+
+def test_the_report_marks_the_sizes_the_screen_judged():
+    from coresets_jax.cli.report import format_table
+
+    path = [{"size": 16, "points": 16, "kl": 5.0, "kl_se": 0.1, "verdict": "poor", "passed": False, "screened": True},
+            {"size": 32, "points": 30, "kl": 0.02, "kl_se": 0.004, "verdict": "good", "passed": True,
+             "screened": False}]
+    row = {"method": "omp", "size": "auto", "chosen_size": 32, "num_points": 30, "time_s": 1.0, "first_call_s": 1.0,
+           "relative_error": 0.01, "path": path, "tol": 0.1}
+    report = {"results": [row], "stages": {"laplace_s": 0.1, "projection_s": 0.2}, "n": 200_000, "dim": 3,
+              "config": {}}
+    text = format_table(report)
+    assert "16 (KL 5 ± 0.1, poor, screened), 32 (KL 0.02 ± 0.004, good)" in text
+    assert "screened: judged from a subsample" in text
+    path[0]["screened"] = False
+    assert "screened" not in format_table(report)

@@ -149,7 +149,8 @@ def run_job(config: dict, sample: bool = False, out: Optional[str] = None) -> di
                                                       config), config["repeats"] if m != "auto" else 0)
         coresets[(method, m)] = cs
         if m == "auto":
-            path = ", ".join(f"M = {p['size']}: KL {p['kl']:.3g} ({p['verdict']})" for p in cs.info["path"])
+            path = ", ".join(f"M = {p['size']}: KL {p['kl']:.3g} ({p['verdict']}"
+                             f"{', screened' if p.get('screened') else ''})" for p in cs.info["path"])
             _log(f"[auto] {method}: size {cs.capacity} ({cs.num_points} points) for tol = {config['tol']}; "
                  f"tried {path}")
         rows.append({"method": method, "size": m, "num_points": cs.num_points,

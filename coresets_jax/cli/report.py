@@ -131,11 +131,14 @@ def format_table(report: dict) -> str:
     lines.append(ERROR_NOTE)
     for r in report["results"]:
         if r["size"] == "auto":
-            tried = ", ".join(f"{p['size']} (KL {p['kl']:.3g} ± {p['kl_se']:.2g}, {p['verdict']})" for p in r["path"])
+            tried = ", ".join(f"{p['size']} (KL {p['kl']:.3g} ± {p['kl_se']:.2g}, {p['verdict']}"
+                              f"{', screened' if p.get('screened') else ''})" for p in r["path"])
             what = ("smallest certified size for" if any(p["passed"] for p in r["path"]) else
                     "best size (lowest KL estimate), as none up to the limit reached")
             lines.append(f"a:{r['chosen_size']} = {r['method']}'s {what} KL <= {r['tol']} nats "
-                         f"(cj.coreset(tol=...)); sizes tried: {tried}")
+                         f"(cj.coreset(tol=...)); sizes tried: {tried}"
+                         + ("; screened: judged from a subsample of the rows, the size chosen always by every row"
+                            if any(p.get("screened") for p in r["path"]) else ""))
     if certified:
         lines.append(CERTIFY_NOTE.format(**report["config"]["sample"]))
     if sampled:
