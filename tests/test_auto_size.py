@@ -381,13 +381,12 @@ def test_a_screened_search_returns_what_the_full_pass_search_returns(monkeypatch
     # N = 2^17 logistic rows, D = 10 (sizes 16, 32, 64, 45): the screen decides the sizes tried (checked against the full pass at each),
     # and the coreset returned, its certificate and the path's sizes are those of the search without it.
     from coresets_jax.certification import screen
-    from coresets_jax.construct import pipeline
 
     ds = cj.data.synthetic_logistic(jax.random.key(0), screen.SCREEN_MIN_ROWS, theta=(1.0,) * 9 + (0.0,))
     model, data = cj.models.logistic_regression(), (ds.X, ds.y)
     runs = {}
     for on in (True, False):
-        monkeypatch.setattr(pipeline, "SCREEN", on)
+        monkeypatch.setattr(screen, "ENABLED", on)
         runs[on] = cj.coreset(model, data, key=jax.random.key(1), tol=0.1)
     screened, full = runs[True], runs[False]
     assert [p["size"] for p in screened.info["path"]] == [p["size"] for p in full.info["path"]]

@@ -121,3 +121,61 @@ def test_the_screen_declines_where_the_log_likelihood_is_not_finite_at_the_centr
     data = jnp.asarray(np.random.default_rng(0).standard_normal((3000, 2)))
     cs = cj.Coreset(jnp.arange(4), jnp.ones(4))
     assert screen.screened_log_ratio(model, data, cs, _draws(np.zeros(2), 0.1), seed=0, rows=256) is None
+
+
+def _big_logistic(n, outliers=0):
+    ds = cj.data.synthetic_logistic(jax.random.key(8), n, theta=(1.0, -0.5, 0.5, 0.0))
+    X, y = np.asarray(ds.X), np.asarray(ds.y)
+    if outliers:  # rows whose log-likelihood bends sharply across the posterior: far from quadratic there
+        X = X.copy()
+        X[:outliers, 0] = 400.0
+    return cj.models.logistic_regression(), (jnp.asarray(X), jnp.asarray(y))
+
+
+def _draws_near_mode(model, data, s=1100):
+    fit = cj.laplace(model, data, key=jax.random.key(9))
+    rng = np.random.default_rng(3)
+    chol = np.linalg.cholesky(np.asarray(fit.cov, np.float64))
+    return np.asarray(fit.mean, np.float64) + 1.5 * rng.standard_normal((s, chol.shape[0])) @ chol.T
+
+
+def test_certify_takes_the_audited_screen_at_large_n_within_its_stated_bound():
+    # N = 2^17, S = 1,100 (N x S above passes.AUDIT_MIN_WORK): precision "auto" takes the screen, audited
+    # against float64 at 32 draws; its r must lie within the bound it states of the float64 pass's, at every
+    # draw, and its KL within the shift that bound allows.
+    model, data = _big_logistic(screen.SCREEN_MIN_ROWS)
+    cs = cj.coreset(model, data, size=24, method="omp", key=jax.random.key(1))
+    draws = _draws_near_mode(model, data)
+    auto = cj.certify(model, data, cs, draws)
+    full = cj.certify(model, data, cs, draws, precision="float64")
+    assert auto.precision == "screened, audited", auto.precision_note
+    error = np.asarray(auto.log_ratio) - np.asarray(full.log_ratio)
+    error -= error.mean()
+    assert np.max(np.abs(error)) <= auto.precision_error <= screen.SCREEN_MAX_ERROR
+    first, _ = passes.kl_shift_bound(full.log_ratio, auto.precision_error)
+    assert abs(auto.kl - full.kl) <= first + auto.precision_error ** 2 / 2
+    assert auto.verdict == full.verdict
+
+
+def test_certify_falls_back_to_the_full_pass_where_a_few_rows_defeat_the_screen():
+    # Five rows add a kink, -1000 |theta_0 - 1|, inside the posterior's bulk: their Hessian is 0 at the
+    # centre, so the Taylor terms miss the kink, and a subsample of 1/8 of the rows either misses those rows
+    # (the audit against the full pass sees the error) or scales them 8x (the groups disagree). The
+    # certificate must then come from the full pass.
+    model, (X, y) = _big_logistic(screen.SCREEN_MIN_ROWS)
+    base = model.log_likelihood
+    kinked = jnp.zeros(X.shape[0]).at[:5].set(1.0)
+
+    def log_likelihood(theta, datum):
+        return base(theta, (datum["x"], datum["y"])) - 1000.0 * datum["kink"] * jnp.abs(theta[0] - 1.0)
+
+    model = cj.Model(log_likelihood=log_likelihood, log_prior=model.log_prior, dim=4, name="kinked")
+    data = {"x": X, "y": y, "kink": kinked}
+    cs = cj.Coreset(jnp.arange(5, 105), jnp.full(100, X.shape[0] / 100.0))
+    fit = cj.laplace(model, data, key=jax.random.key(9))
+    draws = np.asarray(fit.mean, np.float64) + 0.01 * np.random.default_rng(3).standard_normal((1100, 4))
+    assert screen.audited_screen(model, data, cs, draws) is None
+    auto = cj.certify(model, data, cs, draws)
+    full = cj.certify(model, data, cs, draws, precision="float64")
+    assert auto.precision in ("float32, audited", "float64")
+    assert abs(auto.kl - full.kl) <= 1e-3 * max(full.kl, 1.0)

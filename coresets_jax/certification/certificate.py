@@ -150,10 +150,12 @@ class Certificate:
       ess_bulk: min over coordinates of the draws' bulk ESS (their MCMC effective sample size over all chains;
         not `ess`, which is the importance weights'), or None with fewer than 4 draws per chain.
       ess_bulk_by_coord: (D,) the bulk ESS of each coordinate, or None.
-      precision: how the data pass computed r: "float64", "float32", or "float32, audited" (`cj.certify`'s
-        precision="auto" kept its float32 pass after checking it against float64 at some draws).
-      precision_error: for an audited float32 pass, or one the audit rejected, the estimated bound on the error
-        of any r_s in nats; None otherwise.
+      precision: how the data pass computed r: "float64", "float32", "float32, audited" (`cj.certify`'s
+        precision="auto" kept its float32 pass after checking it against float64 at some draws), or
+        "screened, audited" (it kept r estimated from a subsample, `certification.screen`, after the same
+        check).
+      precision_error: for an audited pass, or one the audit rejected, the estimated bound on the error of any
+        r_s in nats; None otherwise.
       precision_note: the choice in words.
     """
 

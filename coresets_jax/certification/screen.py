@@ -16,16 +16,23 @@ L_i - q_i is third order in d, so on a posterior of width ~ N^(-1/2) the error i
 nats, and it grows when the draws are far from c (a poor coreset, whose KL is large anyway).
 
 Its error is measured, not assumed: A is split in GROUPS = 4 equal groups, each gives an estimate, and their
-spread estimates the error of their mean draw by draw: var(e_s) ~ sum_k (est_k,s - mean_k est_k,s)^2 / (K (K - 1)),
-each deviation centred over the draws first (a constant shared by every draw cancels in r). The error is a
+spread estimates the error of their mean draw by draw:
+var(e_s) ~ sum_k (est_k,s - mean_k est_k,s)^2 / (K (K - 1)), each deviation centred over the draws first (a constant shared by every draw cancels in r). The error is a
 smooth function of theta set by a few random coefficients, so one difference of two halves estimates its size
-with about one degree of freedom: on tiled real rows it read 1.6-2.4x low. Four groups give three. The caller (`construct.auto_size`) accepts the screen where that error cannot move its decision, and
-certifies the size it returns with the full pass in any case.
+with about one degree of freedom: on tiled real rows it read 1.6-2.4x low. Four groups give three.
+
+Two callers:
+- the automatic size (`construct.auto_size`) judges each size it tries with the screen alone where that error
+  cannot move its decision, and certifies the size it returns with `cj.certify`;
+- `cj.certify(precision="auto")` at N >= SCREEN_MIN_ROWS (`audited_screen`) keeps the screen only after the
+  float32 pass's audit: the float64 pass at 40 draws (the 16 largest r, 16 spread over the run, and the 8
+  farthest from the centre, where the Taylor remainder is largest) must agree with it to SCREEN_MAX_ERROR.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from typing import Any, NamedTuple, Optional
 
@@ -38,14 +45,23 @@ from ..core import compiled
 from ..core import validate as _validate
 from ..features.projection import default_chunk
 from .certificate import from_log_ratio
-from .passes import as_dtype, coreset_term, pass_draws, relative_sums, scan_rows
+from .passes import (AUDIT_KL_FLOOR, AUDIT_MIN_WORK, PassPrecision, as_dtype, audit_draws, coreset_term, full_term,
+                     kl_shift_bound, pass_draws, precision_scope, relative_sums, scan_rows)
 
-__all__ = ["SCREEN_MIN_ROWS", "SCREEN_ROWS", "Screen", "screened_certificate", "screened_log_ratio",
-           "subsample_groups"]
+__all__ = ["ENABLED", "SCREEN_MAX_ERROR", "SCREEN_MIN_ROWS", "SCREEN_ROWS", "Screen", "audited_screen", "screen_applies",
+           "screened_certificate", "screened_log_ratio", "subsample_groups"]
 
+# CORESETS_JAX_SCREEN=0 (or screen.ENABLED = False) turns the screen off: the automatic size certifies every size
+# it tries, and `cj.certify(precision="auto")` takes its float32 or float64 pass over every row.
+ENABLED = os.environ.get("CORESETS_JAX_SCREEN", "1") != "0"
 SCREEN_ROWS = 16384  # m: the subsample (GROUPS groups of 4096)
 GROUPS = 4  # K: groups whose spread measures the estimate's error
 SCREEN_MIN_ROWS = 8 * SCREEN_ROWS  # N below which the full pass is cheap and the screen is not used
+# nats: the largest error of any r_s that `cj.certify` accepts from an audited screen. An error e_s moves draw
+# s's importance weight by a factor exp(e_s) (1% here) and a corrected moment by about that fraction of a
+# posterior sd; the KL's shift is bounded separately (`audited_screen`). (The float32 pass is held to 1e-3,
+# which its rounding meets with room; the screen's error at N = 10^6 is ~4e-4 sd, a bound of ~1.6e-3.)
+SCREEN_MAX_ERROR = 1e-2
 
 
 class Screen(NamedTuple):
@@ -152,3 +168,56 @@ def screened_certificate(model: Model, data: Any, coreset: Any, draws: np.ndarra
             f"error sd {screen.noise:.2g} nat over the draws")
     cert = dataclasses.replace(cert, precision="screened", precision_error=screen.noise, precision_note=note)
     return cert, screen.noise
+
+
+FAR_DRAWS = 8  # draws farthest from the centre added to the audit: the Taylor remainder grows as |d|^3
+
+
+def _farthest(flat: np.ndarray, num: int) -> np.ndarray:
+    """Indices of the `num` draws farthest from their mean in the draws' own metric (Mahalanobis)."""
+    d = flat - flat.mean(axis=0)
+    cov = np.atleast_2d(np.cov(flat, rowvar=False)) + 1e-12 * np.eye(flat.shape[1])
+    dist = np.einsum("si,ij,sj->s", d, np.linalg.pinv(cov), d)
+    return np.argsort(-dist, kind="stable")[:num]
+
+
+def screen_applies(data: Any, n: int, draws: int, dim: int) -> bool:
+    """Whether `cj.certify(precision="auto")` tries the audited screen: ENABLED, data in memory on one device
+    (the caller checks), N >= SCREEN_MIN_ROWS, N x S >= passes.AUDIT_MIN_WORK (below, the float64 pass is cheap),
+    and D small next to S (the gradient-and-Hessian pass costs about 3 D evaluations per row, the full pass
+    S): 12 D <= S."""
+    return ENABLED and n >= SCREEN_MIN_ROWS and n * draws >= AUDIT_MIN_WORK and 12 * dim <= draws
+
+
+def audited_screen(model: Model, data: Any, coreset: Any, draws: np.ndarray, seed: int = 0) -> Optional[tuple]:
+    """(r, PassPrecision) from the screen, checked against the full pass in float64 at `passes.audit_draws`'
+    32 draws (the 16 largest r and 16 spread over the run) and the FAR_DRAWS draws farthest from the centre
+    (where the screen's Taylor remainder is largest), or None where it is not accepted (the caller
+    then takes the float32 or float64 full pass). Accepted when the error bound, the largest of the audited
+    error (max |e| and 4 sd(e), centred) and 4 x the screen's own error estimate, is at most SCREEN_MAX_ERROR
+    and moves the KL estimate (`passes.kl_shift_bound`, plus bound^2 / 2) by at most max(its Monte Carlo
+    error, passes.AUDIT_KL_FLOOR): the float32 pass's audit, applied to the screen."""
+    flat = np.asarray(draws, np.float64)
+    screen = screened_log_ratio(model, data, coreset, flat, seed)
+    if screen is None:
+        return None
+    picked = np.union1d(audit_draws(screen.r), _farthest(flat, FAR_DRAWS))
+    with precision_scope("float64"):
+        _, center = pass_draws(flat, "float64")
+        audited = jax.device_put(flat[picked])
+        full64, flags64 = full_term(model, data, audited, center, None)
+        core_rows, w = _validate.weighted_rows(data, _validate.num_rows(data), coreset)
+        core, _ = coreset_term(model, core_rows, w, audited, center)
+    if np.any(flags64) or picked.size < 2:
+        return None
+    error = screen.r[picked] - (full64 - np.asarray(core, np.float64))
+    error -= np.mean(error)
+    bound = float(max(np.max(np.abs(error)), 4.0 * np.std(error, ddof=1), 4.0 * screen.noise))
+    first, kl_se = kl_shift_bound(screen.r, bound)
+    shift = min(first + bound ** 2 / 2, 2 * bound)
+    if bound > SCREEN_MAX_ERROR or shift > max(kl_se, AUDIT_KL_FLOOR):
+        return None
+    return screen.r, PassPrecision("screened, audited", bound,
+                                   f"screened: estimated from {screen.rows} of the rows with a second-order control "
+                                   f"variate, audited at {picked.size} draws against the float64 pass: r within "
+                                   f"{bound:.2g} nat, the KL within {shift:.2g}")

@@ -37,10 +37,11 @@ over the data. The search asks it at a sequence of sizes, reusing what does not 
    with a second-order Taylor control variate (the difference estimator of HMCECS), whose error is measured
    from the spread of four groups of the subsample. Its certificate decides the size when NOISE_BOUND (4) times that error moves
    the KL estimate by at most max(its standard error, SCREEN_SLACK x tol) (`passes.kl_shift_bound`), or
-   when the size fails by more than that shift; otherwise the size gets the full pass. The size returned
-   always gets the full pass; if that reverses a screened pass, the search runs again on full passes alone
-   (the coresets and draws are kept). The path's entries say which were screened (`screened`, and
-   `screened_kl` where the full pass replaced a screen).
+   when the size fails by more than that shift; otherwise the size gets `cj.certify`'s certificate. The size
+   returned always gets `cj.certify`'s (at such N itself often a screen, but one audited against the full
+   pass at 40 draws: `certification.screen.audited_screen`); if that reverses a screened pass, the search
+   runs again on `cj.certify` alone (the coresets and draws are kept). The path's entries say which were
+   screened (`screened`, and `screened_kl` where the certificate replaced a screen).
 
 Every size is checked to fit in memory before it is built (`memory.check_fits`); sizes that cannot fit cap
 the search. The result carries its certificate (`cs.certificate`) and the path (`cs.info["path"]`: per size
@@ -256,13 +257,13 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
     first = first_size(d, limit)
     hi, lo, saturated = search()
     if screening and hi is not None and not confirm(hi):
-        screening = False  # the screen passed a size the full pass fails: search again on the full pass
+        screening = False  # the screen passed a size the certificate fails: search again on certificates
         hi, lo, saturated = search()
     best_size = hi
     if hi is None:
         best_size = _best_unreached({s: tried[s][0] for s in tried})
         # a screened failure is decisive (its KL less its error bound exceeds tol), but the one returned is
-        # certified by the full pass all the same, and returned as passing if that pass says so
+        # certified by `judge` all the same, and returned as passing if that certificate says so
         if screening and not confirm(best_size) and passes(tried[best_size][0].certificate, tol):
             hi = best_size
     best = tried[best_size][0]

@@ -4,7 +4,6 @@ then a posterior-driven core; with `certify=True`, its certificate."""
 from __future__ import annotations
 
 import functools
-import os
 import time
 import warnings
 from typing import Any, Optional
@@ -412,10 +411,10 @@ def _auto(model, data, size, method, key, tol, *, norm, num_features, pi_hat, dt
 def _screen(model: Model, data: Any, n: int, key: jax.Array):
     """The automatic size's screening certificate (`certification.screen`), for data in memory on one device
     with at least SCREEN_MIN_ROWS rows (below, the full pass is cheap); None otherwise, or with the
-    environment variable CORESETS_JAX_SCREEN=0."""
+    screen off (`screen.ENABLED`, the environment variable CORESETS_JAX_SCREEN=0)."""
     from ..certification import screen as _scr
 
-    if not SCREEN or n < _scr.SCREEN_MIN_ROWS or _mesh.leading_mesh(data) is not None:
+    if not _scr.ENABLED or n < _scr.SCREEN_MIN_ROWS or _mesh.leading_mesh(data) is not None:
         return None
     seed = int(np.asarray(jax.random.key_data(key)).ravel()[-1])
 
@@ -424,10 +423,6 @@ def _screen(model: Model, data: Any, n: int, key: jax.Array):
 
     return screen
 
-
-# CORESETS_JAX_SCREEN=0 (or pipeline.SCREEN = False) certifies every size of the automatic size's search with the
-# full pass.
-SCREEN = os.environ.get("CORESETS_JAX_SCREEN", "1") != "0"
 
 CERTIFY_SAMPLING = dict(method="nuts", num_samples=500, num_warmup=500, num_chains=2)
 
