@@ -66,11 +66,13 @@ SCREEN_MAX_ERROR = 1e-2
 
 class Screen(NamedTuple):
     """A screened log ratio: `r` (S,) up to a shared constant, `noise` the sd over the draws of its
-    estimated error (nats), `rows` the subsample size m."""
+    estimated error (nats), `rows` the subsample size m, `core` (S,) the coreset's term of r (exact, relative
+    to the centre)."""
 
     r: np.ndarray
     noise: float
     rows: int
+    core: np.ndarray
 
 
 def _sum_log_likelihood(model: Model, theta: jax.Array, rows: Any) -> jax.Array:
@@ -131,8 +133,7 @@ def screened_log_ratio(model: Model, data: Any, coreset: Any, draws: np.ndarray,
         chunk = int(min(n, default_chunk(dim, dim)))
         g, h = (np.asarray(x, np.float64) for x in _full_taylor(model, data, center, chunk))
         picked = subsample_groups(n, m, seed)
-        groups = jax.tree_util.tree_map(lambda leaf: _validate.gather(leaf, picked.reshape(-1)), data)
-        groups = jax.tree_util.tree_map(lambda x: x.reshape(picked.shape + x.shape[1:]), groups)
+        groups = jax.tree_util.tree_map(lambda leaf: _validate.gather(leaf, picked), data)  # (K, m / K, ...)
         sums, g_group, h_group = (np.asarray(x, np.float64) for x in _groups(model, groups, thetas, center))
         core_rows, w = _validate.weighted_rows(data, n, coreset)
         core, core_flags = coreset_term(model, core_rows, w, thetas, center)
@@ -151,7 +152,7 @@ def screened_log_ratio(model: Model, data: Any, coreset: Any, draws: np.ndarray,
     k = picked.shape[0]
     noise = float(np.sqrt(np.sum(np.mean(deviations ** 2, axis=1)) / (k * (k - 1))))
     r = estimates.mean(axis=0) - core
-    return Screen(r, noise, int(picked.size))
+    return Screen(r, noise, int(picked.size), core)
 
 
 def screened_certificate(model: Model, data: Any, coreset: Any, draws: np.ndarray, seed: int,
@@ -206,11 +207,9 @@ def audited_screen(model: Model, data: Any, coreset: Any, draws: np.ndarray, see
         _, center = pass_draws(flat, "float64")
         audited = jax.device_put(flat[picked])
         full64, flags64 = full_term(model, data, audited, center, None)
-        core_rows, w = _validate.weighted_rows(data, _validate.num_rows(data), coreset)
-        core, _ = coreset_term(model, core_rows, w, audited, center)
     if np.any(flags64) or picked.size < 2:
         return None
-    error = screen.r[picked] - (full64 - np.asarray(core, np.float64))
+    error = screen.r[picked] - (full64 - screen.core[picked])
     error -= np.mean(error)
     bound = float(max(np.max(np.abs(error)), 4.0 * np.std(error, ddof=1), 4.0 * screen.noise))
     first, kl_se = kl_shift_bound(screen.r, bound)
