@@ -58,11 +58,19 @@ def _problem(label: str, n: int):
     return cj.from_numpyro(scope[kind], jax.device_put(X), jax.device_put(y))
 
 
-def one(label: str, n: int) -> dict:
+def problem_or_skip(label: str, n: int):
+    """((model, data), None), or (None, the row to record) where a real file is absent."""
     problem = _problem(label, n)
     if problem is None:
         print(f"{label}: its data file is absent, skipped", flush=True)
-        return {"model": label, "N": n, "skipped": "data file absent"}
+        return None, {"model": label, "N": n, "skipped": "data file absent"}
+    return problem, None
+
+
+def one(label: str, n: int) -> dict:
+    problem, skipped = problem_or_skip(label, n)
+    if skipped:
+        return skipped
     model, data = problem
     key = jax.random.key(0)
     cs = cj.coreset(model, data, size=M, method="omp", key=key, candidate_rows=min(CANDIDATES, n))

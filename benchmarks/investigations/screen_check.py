@@ -40,7 +40,7 @@ import numpy as np  # noqa: E402
 import coresets_jax as cj  # noqa: E402
 import common  # noqa: E402
 import vs_peers  # noqa: E402
-from certify_precision import REAL, _problem  # noqa: E402
+from certify_precision import REAL, problem_or_skip  # noqa: E402
 from coresets_jax.certification import screen as _screen  # noqa: E402
 from coresets_jax.construct import auto_size  # noqa: E402
 
@@ -103,10 +103,9 @@ def search(model, data, key) -> dict:
 
 
 def one(label: str, n: int, sizes) -> dict:
-    problem = _problem(label, n)
-    if problem is None:
-        print(f"{label}: its data file is absent, skipped", flush=True)
-        return {"model": label, "N": n, "skipped": "data file absent"}
+    problem, skipped = problem_or_skip(label, n)
+    if skipped:
+        return skipped
     model, data = problem
     key = jax.random.key(0)
     rows = []
