@@ -385,8 +385,9 @@ def test_with_no_size_passing_the_one_returned_gets_the_full_pass():
 
 @pytest.mark.slow
 def test_a_screened_search_returns_what_the_full_pass_search_returns(monkeypatch):
-    # N = 2^17 logistic rows, D = 10 (sizes 16, 32, 64, 45): the screen decides the sizes tried (checked against the full pass at each),
-    # and the coreset returned, its certificate and the path's sizes are those of the search without it.
+    # N = 2^17 logistic rows, D = 10 (sizes 16, 32, 64, 45): the screen decides the sizes tried (checked
+    # against the full pass at each), and the coreset returned, its certificate and the path's sizes are those
+    # of the search without it.
     from coresets_jax.certification import screen
 
     ds = cj.data.synthetic_logistic(jax.random.key(0), screen.SCREEN_MIN_ROWS, theta=(1.0,) * 9 + (0.0,))

@@ -9,10 +9,10 @@ the screen estimates from the spread of its four groups, whether the screen woul
 tol = 1, 0.1 and 0.01 (`auto_size.decisive`) and, where it decides, whether it decides as the full pass
 does; and the seconds of each (second calls, compiled).
 
-Part 2, the whole search: `cj.coreset(model, data, key=key, tol=0.1)` with the screen and with full passes
-only (`screen.ENABLED`), each called twice in one process, alternating; the second calls are timed. Recorded:
-the sizes tried, the size returned and its certificate's KL under each, and the seconds. (Not for logistic regression with
-D = 50, whose search runs OMP past 1,000 points: minutes per search.)
+Part 2, the whole search: `cj.coreset(model, data, key=key, tol=0.1)` with the screen and with full passes only
+(`screen.ENABLED`), each called twice in one process, alternating; the second calls are timed. Recorded: the sizes
+tried, the size returned and its certificate's KL under each, and the seconds. (Not for logistic regression
+with D = 50, whose search runs OMP past 1,000 points: minutes per search.)
 
 Problems at N rows (default 500,000):
 - vs_peers.py's logistic and Poisson regression (D = 10) and logistic regression with D = 50, NumPyro models

@@ -16,10 +16,11 @@ L_i - q_i is third order in d, so on a posterior of width ~ N^(-1/2) the error i
 nats, and it grows when the draws are far from c (a poor coreset, whose KL is large anyway).
 
 Its error is measured, not assumed: A is split in GROUPS = 4 equal groups, each gives an estimate, and their
-spread estimates the error of their mean draw by draw:
-var(e_s) ~ sum_k (est_k,s - mean_k est_k,s)^2 / (K (K - 1)), each deviation centred over the draws first (a constant shared by every draw cancels in r). The error is a
-smooth function of theta set by a few random coefficients, so one difference of two halves estimates its size
-with about one degree of freedom: on tiled real rows it read 1.6-2.4x low. Four groups give three.
+spread estimates the error of their mean draw by draw,
+var(e_s) ~ sum_k (est_k,s - mean_k est_k,s)^2 / (K (K - 1)),
+each deviation centred over the draws first (a constant shared by every draw cancels in r). The error is a smooth
+function of theta set by a few random coefficients, so one difference of two halves estimates its size with about
+one degree of freedom: on tiled real rows it read 1.6-2.4x low. Four groups give three.
 
 Two callers:
 - the automatic size (`construct.auto_size`) judges each size it tries with the screen alone where that error
@@ -48,8 +49,8 @@ from .certificate import from_log_ratio
 from .passes import (AUDIT_KL_FLOOR, AUDIT_MIN_WORK, PassPrecision, as_dtype, audit_draws, coreset_term, full_term,
                      kl_shift_bound, pass_draws, precision_scope, relative_sums, scan_rows)
 
-__all__ = ["ENABLED", "SCREEN_MAX_ERROR", "SCREEN_MIN_ROWS", "SCREEN_ROWS", "Screen", "audited_screen", "screen_applies",
-           "screened_certificate", "screened_log_ratio", "subsample_groups"]
+__all__ = ["ENABLED", "SCREEN_MAX_ERROR", "SCREEN_MIN_ROWS", "SCREEN_ROWS", "Screen", "audited_screen",
+           "screen_applies", "screened_certificate", "screened_log_ratio", "subsample_groups"]
 
 # CORESETS_JAX_SCREEN=0 (or screen.ENABLED = False) turns the screen off: the automatic size certifies every size
 # it tries, and `cj.certify(precision="auto")` takes its float32 or float64 pass over every row.
@@ -105,9 +106,13 @@ def _groups(model, groups, draws, center):
     """For each group (leading axis K): sum_i (L_i(theta_s) - L_i(c)) at every draw (K, S), and g, H of the
     group at c ((K, D), (K, D, D))."""
 
+    size, (num_draws, dim) = jax.tree_util.tree_leaves(groups)[0].shape[1], draws.shape
+
     def one(rows):
-        sums = relative_sums(model, rows, draws, center)
-        g, h = _taylor(model, rows, center, jax.tree_util.tree_leaves(rows)[0].shape[0])
+        # chunked as the full pass: one (chunk, S) block of log-likelihoods in memory, whatever S is
+        add = lambda total, part: (total + relative_sums(model, part, draws, center), None)  # noqa: E731
+        sums = scan_rows(add, jnp.zeros(num_draws, draws.dtype), rows, min(size, default_chunk(num_draws + 1, dim)))
+        g, h = _taylor(model, rows, center, min(size, default_chunk(dim, dim)))
         return sums, g, h
 
     return jax.lax.map(one, groups)

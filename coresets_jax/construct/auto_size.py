@@ -33,16 +33,16 @@ over the data. The search asks it at a sequence of sizes, reusing what does not 
    to 4096 for 442 s.
 
 7. Screening (ours; `certification.screen`). A certificate's pass over all N rows costs N x S log-likelihood
-   evaluations at every size tried (1.4 s per size at N = 10^6, S = 1000, D = 10 on 2 CPU cores). Where the
-   data are in memory on one device and N >= 2^17, each size is first judged from a subsample of 16,384 rows
-   with a second-order Taylor control variate (the difference estimator of HMCECS), whose error is measured
-   from the spread of four groups of the subsample. Its certificate decides the size when NOISE_BOUND (4) times that error moves
-   the KL estimate by at most max(its standard error, SCREEN_SLACK x tol) (`passes.kl_shift_bound`), or
-   when the size fails by more than that shift; otherwise the size gets `cj.certify`'s certificate. The size
-   returned always gets `cj.certify`'s (at such N itself often a screen, but one audited against the full
-   pass at 40 draws: `certification.screen.audited_screen`); if that reverses a screened pass, the search
-   runs again on `cj.certify` alone (the coresets and draws are kept). The path's entries say which were
-   screened (`screened`, and `screened_kl` where the certificate replaced a screen).
+   evaluations at every size tried (1.4 s per size at N = 10^6, S = 1000, D = 10 on 2 CPU cores). Where the data
+   are in memory on one device and N >= 2^17, each size is first judged from a subsample of 16,384 rows with a
+   second-order Taylor control variate (the difference estimator of HMCECS), whose error is measured from the
+   spread of four groups of the subsample. Its certificate decides the size when NOISE_BOUND (4) times that error
+   moves the KL estimate by at most max(its standard error, SCREEN_SLACK x tol) (`passes.kl_shift_bound`), or when
+   the size fails by more than that shift; otherwise the size gets `cj.certify`'s certificate. The size returned
+   always gets `cj.certify`'s (at such N itself often a screen, but one audited against the full pass at 40 draws:
+   `certification.screen.audited_screen`); if that reverses a screened pass, the search runs again on `cj.certify`
+   alone (the coresets and draws are kept). The path's entries say which were screened (`screened`, and
+   `screened_kl` where the certificate replaced a screen).
 
 Every size is checked to fit in memory before it is built (`memory.check_fits`); sizes that cannot fit cap
 the search. The result carries its certificate (`cs.certificate`) and the path (`cs.info["path"]`: per size
@@ -314,8 +314,8 @@ def _entry(size: int, cs: Coreset, cert, tol: float, seconds: float) -> dict:
 def decisive(cert, noise: float, tol: float) -> bool:
     """A screened certificate decides a size (module docstring, 7) when its error bound, NOISE_BOUND x the
     error's sd, shifts its KL (to first order as `passes.kl_shift_bound`, plus the bound^2 / 2 that moves a KL
-    near 0, and never more than 2 x the bound) by at most max(its standard error, SCREEN_SLACK x tol), or when it fails by more than that shift
-    (KL - shift > tol)."""
+    near 0, and never more than 2 x the bound) by at most max(its standard error, SCREEN_SLACK x tol), or
+    when it fails by more than that shift (KL - shift > tol)."""
     from ..certification.passes import kl_shift_bound
 
     bound = NOISE_BOUND * noise
