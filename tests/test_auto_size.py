@@ -270,13 +270,6 @@ def test_the_next_size_starts_from_draws_only_a_trusted_certificate_vouched_for(
     np.testing.assert_array_equal(inits[64], np.full((2, 3), 32.0))  # 32's were (usable)
     np.testing.assert_array_equal(inits[45], np.full((2, 3), 64.0))
     assert cs.capacity == 64
-    # with starts (the pipeline's draws of pi_hat): where no earlier draws are trusted, chains start there
-    starts = np.full((2, 3), -7.0)
-    auto_size.auto_coreset(model, jnp.zeros((1000, 3)), 1000, 0.1, 64, cj.registry.resolve("omp"),
-                           jax.random.key(0), build_at, draw=draw, judge=judge, dim=3, starts=starts)
-    np.testing.assert_array_equal(inits[16], starts)
-    np.testing.assert_array_equal(inits[32], starts)  # 16's draws were not trusted
-    np.testing.assert_array_equal(inits[64], np.full((2, 3), 32.0))
 
 
 def test_with_no_size_passing_the_fewest_points_within_the_noise_of_the_lowest_kl_are_returned():
@@ -405,21 +398,3 @@ def test_a_screened_search_returns_what_the_full_pass_search_returns(monkeypatch
     exact = {p["size"]: p for p in full.info["path"]}
     for p in on_screen:
         assert abs(p["kl"] - exact[p["size"]]["kl"]) <= 0.01 * exact[p["size"]]["kl"] + 1e-3, (p, exact[p["size"]])
-
-
-def test_the_search_starts_chains_at_draws_of_pi_hat_only_where_it_is_a_gaussian():
-    from coresets_jax.construct import pipeline
-
-    class Gaussian:
-        def __init__(self, mean, cov):
-            self.mean, self.cov = mean, cov
-
-    key = jax.random.key(5)
-    mean, cov = np.array([1.0, -2.0]), np.array([[4.0, 1.0], [1.0, 1.0]])
-    starts = pipeline._chain_starts(Gaussian(mean, cov), key, 50_000)
-    assert starts.shape == (50_000, 2)
-    np.testing.assert_allclose(starts.mean(0), mean, atol=0.05)  # draws of N(mean, cov)
-    np.testing.assert_allclose(np.cov(starts, rowvar=False), cov, atol=0.1)
-    np.testing.assert_array_equal(starts[:2], pipeline._chain_starts(Gaussian(mean, cov), key, 2))
-    assert pipeline._chain_starts(Gaussian(mean, -cov), key, 2) is None  # not positive definite
-    assert pipeline._chain_starts(object(), key, 2) is None  # e.g. pi_hat="prior" or given draws

@@ -12,8 +12,7 @@ over the data. The search asks it at a sequence of sizes, reusing what does not 
    scale of a D-dimensional posterior). At each size the vector method (default OMP, the best Hilbert method
    on every suite problem in benchmarks/models.py) builds a coreset on V, NUTS draws its posterior (2 chains,
    started from the previous size's last draws when its certificate trusted them, verdict "good" or
-   "usable", else from `starts`, draws of pi_hat's Laplace fit when there is one, else from the coreset's
-   own Laplace fit), and `cj.certify` scores it.
+   "usable", else from the coreset's own Laplace fit), and `cj.certify` scores it.
 3. A size passes when its certificate is trustworthy (verdict "good" or "usable") and its KL estimate plus
    two standard errors is at most `tol`: k-hat alone is not the test (on a near-exact coreset the importance
    weights are nearly equal and k-hat is noise).
@@ -143,7 +142,7 @@ def _best_unreached(tried: dict) -> int:
 
 def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, construction: Construction,
                  key: jax.Array, build_at, sample_kwargs: Optional[dict] = None, draw=None, judge=None,
-                 dim: Optional[int] = None, build_path=None, screen=None, starts=None) -> Coreset:
+                 dim: Optional[int] = None, build_path=None, screen=None) -> Coreset:
     """The search (module docstring). `build_at(size) -> Coreset` builds the method's coreset at a size on the
     shared projection (it checks the memory); `key` drives the draws. `draw(cs, key, init) -> Posterior` and
     `judge(cs, draws) -> Certificate` default to NUTS on `data` (`SAMPLING`) and `cj.certify` against `data`
@@ -156,12 +155,7 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
     `screen(cs, draws, seed) -> (Certificate, noise) or None` (optional; `certification.screen`): a cheaper
     certificate from a subsample, used for a size's decision where its measured error cannot change it
     (`decisive`; module docstring, 7). The size returned is always certified by `judge`; if that reverses
-    the screen's pass, the search runs again on `judge` alone (the draws are kept).
-
-    `starts` (optional, (chains, D)): where chains start when no earlier size's draws are trusted, e.g. draws
-    of pi_hat's Laplace fit; None starts them from each coreset's own Laplace fit. Given starts also keep one
-    compiled starting-point program for every size (`cj.sample` compiles one for given starts and one for
-    none)."""
+    the screen's pass, the search runs again on `judge` alone (the draws are kept)."""
     from ..certification import certify
     from ..inference import sample
 
@@ -173,7 +167,7 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
         def judge(cs, draws):
             return certify(model, data, cs, draws)
     path, tried, from_path, drawn, exact = [], {}, {}, {}, {}
-    init = starts
+    init = None
     screening = screen is not None
 
     def build(size: int) -> Coreset:
@@ -219,9 +213,8 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
         # The next size's chains start at these draws only when this certificate trusts them: an unreliable
         # or poor coreset posterior can put its mass where the full one has none (a Student-t regression's
         # 16-point coreset had a spike at scale 3e-5), and chains started there stay in the next size's copy
-        # of that spike instead of its main mode. Otherwise they start at `starts` (pi_hat's draws: the full
-        # posterior's neighbourhood), or, without them, from the coreset's own Laplace fit.
-        init = np.asarray(post.samples)[:, -1, :] if cert.verdict in ("good", "usable") else starts
+        # of that spike instead of its main mode. Otherwise they start from the coreset's own Laplace fit.
+        init = np.asarray(post.samples)[:, -1, :] if cert.verdict in ("good", "usable") else None
         path.append(_entry(size, cs, cert, tol, time.perf_counter() - t0))
         tried[size] = (cs.with_certificate(cert), post)
         return path[-1]["passed"]

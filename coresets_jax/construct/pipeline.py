@@ -404,26 +404,8 @@ def _auto(model, data, size, method, key, tol, *, norm, num_features, pi_hat, dt
             return out
 
     cs = _auto_size.auto_coreset(model, data, n, tol, limit, construction, jax.random.fold_in(key, 1), build_at,
-                                 build_path=build_path, screen=_screen(model, data, n, key),
-                                 starts=_chain_starts(approx, key, _auto_size.SAMPLING["num_chains"]))
+                                 build_path=build_path, screen=_screen(model, data, n, key))
     return (cs, V) if return_vectors else cs
-
-
-def _chain_starts(approx: Any, key: jax.Array, num_chains: int) -> Optional[np.ndarray]:
-    """Starting points for the automatic size's chains: draws of pi_hat where it is a Gaussian (the Laplace
-    fit), made on the host (no compilation); None otherwise (e.g. pi_hat="prior", whose draws are no start)."""
-    mean, cov = getattr(approx, "mean", None), getattr(approx, "cov", None)
-    if mean is None or cov is None or callable(mean) or np.ndim(mean) != 1:
-        return None
-    mean, cov = np.asarray(mean, np.float64), np.asarray(cov, np.float64)
-    try:
-        chol = np.linalg.cholesky(cov)
-    except np.linalg.LinAlgError:
-        return None
-    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(chol))):
-        return None
-    rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().astype(np.uint64))
-    return mean + rng.standard_normal((num_chains, mean.shape[0])) @ chol.T
 
 
 def _screen(model: Model, data: Any, n: int, key: jax.Array):
