@@ -49,7 +49,7 @@ from .certificate import from_log_ratio
 from .passes import (AUDIT_KL_FLOOR, AUDIT_MIN_WORK, PassPrecision, as_dtype, audit_draws, coreset_term, full_term,
                      kl_shift_bound, pass_draws, precision_scope, relative_sums, scan_rows)
 
-__all__ = ["ENABLED", "SCREEN_MAX_ERROR", "SCREEN_MIN_ROWS", "SCREEN_ROWS", "Screen", "audited_screen",
+__all__ = ["ENABLED", "SCREEN_MAX_ERROR", "SCREEN_MIN_ROWS", "SCREEN_ROWS", "Screen", "audited_screen", "kl_shift",
            "screen_applies", "screened_certificate", "screened_log_ratio", "subsample_groups"]
 
 # CORESETS_JAX_SCREEN=0 (or screen.ENABLED = False) turns the screen off: the automatic size certifies every size
@@ -68,12 +68,13 @@ SCREEN_MAX_ERROR = 1e-2
 class Screen(NamedTuple):
     """A screened log ratio: `r` (S,) up to a shared constant, `noise` the sd over the draws of its
     estimated error (nats), `rows` the subsample size m, `core` (S,) the coreset's term of r (exact, relative
-    to the centre)."""
+    to the centre), `center` (D,) the central draw c."""
 
     r: np.ndarray
     noise: float
     rows: int
     core: np.ndarray
+    center: np.ndarray
 
 
 def _sum_log_likelihood(model: Model, theta: jax.Array, rows: Any) -> jax.Array:
@@ -157,7 +158,7 @@ def screened_log_ratio(model: Model, data: Any, coreset: Any, draws: np.ndarray,
     k = picked.shape[0]
     noise = float(np.sqrt(np.sum(np.mean(deviations ** 2, axis=1)) / (k * (k - 1))))
     r = estimates.mean(axis=0) - core
-    return Screen(r, noise, int(picked.size), core)
+    return Screen(r, noise, int(picked.size), core, np.asarray(center, np.float64))
 
 
 def screened_certificate(model: Model, data: Any, coreset: Any, draws: np.ndarray, seed: int,
@@ -187,6 +188,14 @@ def _farthest(flat: np.ndarray, num: int) -> np.ndarray:
     return np.argsort(-dist, kind="stable")[:num]
 
 
+def kl_shift(r: np.ndarray, bound: float) -> tuple[float, float]:
+    """(the most the KL estimate moves when every r_s moves by at most `bound`, its Monte Carlo error):
+    `passes.kl_shift_bound`'s first order plus bound^2 / 2 (a KL near 0 moves by about var(e) / 2), and never
+    more than 2 x bound (log-mean-exp(r) and mean(r) each move by at most bound)."""
+    first, kl_se = kl_shift_bound(np.asarray(r), bound)
+    return min(first + bound ** 2 / 2, 2 * bound), kl_se
+
+
 def screen_applies(data: Any, n: int, draws: int, dim: int) -> bool:
     """Whether `cj.certify(precision="auto")` tries the audited screen: ENABLED, data in memory on one device
     (the caller checks), N >= SCREEN_MIN_ROWS, N x S >= passes.AUDIT_MIN_WORK (below, the float64 pass is cheap),
@@ -209,16 +218,13 @@ def audited_screen(model: Model, data: Any, coreset: Any, draws: np.ndarray, see
         return None
     picked = np.union1d(audit_draws(screen.r), _farthest(flat, FAR_DRAWS))
     with precision_scope("float64"):
-        _, center = pass_draws(flat, "float64")
-        audited = jax.device_put(flat[picked])
-        full64, flags64 = full_term(model, data, audited, center, None)
+        full64, flags64 = full_term(model, data, jax.device_put(flat[picked]), jax.device_put(screen.center), None)
     if np.any(flags64) or picked.size < 2:
         return None
     error = screen.r[picked] - (full64 - screen.core[picked])
     error -= np.mean(error)
     bound = float(max(np.max(np.abs(error)), 4.0 * np.std(error, ddof=1), 4.0 * screen.noise))
-    first, kl_se = kl_shift_bound(screen.r, bound)
-    shift = min(first + bound ** 2 / 2, 2 * bound)
+    shift, kl_se = kl_shift(screen.r, bound)
     if bound > SCREEN_MAX_ERROR or shift > max(kl_se, AUDIT_KL_FLOOR):
         return None
     return screen.r, PassPrecision("screened, audited", bound,

@@ -306,15 +306,11 @@ def _entry(size: int, cs: Coreset, cert, tol: float, seconds: float) -> dict:
 
 def decisive(cert, noise: float, tol: float) -> bool:
     """A screened certificate decides a size (module docstring, 7) when its error bound, NOISE_BOUND x the
-    error's sd, shifts its KL (to first order as `passes.kl_shift_bound`, plus the bound^2 / 2 that moves a KL
-    near 0, and never more than 2 x the bound) by at most max(its standard error, SCREEN_SLACK x tol), or
-    when it fails by more than that shift (KL - shift > tol)."""
-    from ..certification.passes import kl_shift_bound
+    error's sd, shifts its KL (`certification.screen.kl_shift`) by at most max(its standard error,
+    SCREEN_SLACK x tol), or when it fails by more than that shift (KL - shift > tol)."""
+    from ..certification.screen import kl_shift
 
-    bound = NOISE_BOUND * noise
-    # to second order (a KL near 0 moves by about var(e) / 2); at most 2 x bound, as |e_s| <= bound moves
-    # log-mean-exp(r) and mean(r) by at most bound each
-    shift = min(kl_shift_bound(np.asarray(cert.log_ratio), bound)[0] + bound ** 2 / 2, 2 * bound)
+    shift, _ = kl_shift(np.asarray(cert.log_ratio), NOISE_BOUND * noise)
     if shift <= max(float(cert.kl_se), SCREEN_SLACK * tol):
         return True
     return not passes(cert, tol) and float(cert.kl) - shift > tol
