@@ -42,6 +42,19 @@ evaluates a model or solves on vectors therefore runs, and is traced, under
 gets the same programs. On a CPU, float32 products are full float32 anyway: nothing changes there. Set
 `MATMUL_PRECISION = None` to leave JAX's default (and any precision the caller set) in force.
 
+**XLA's classic CPU fusion emitters for the programs whose run time does not mind them.** `LEGACY_EMITTERS`
+(`xla_cpu_use_fusion_emitters: False`) makes XLA:CPU generate its fused loops with the emitters it used before
+its MLIR-based ones, which compile much faster: the projection's program in 0.2 s instead of 1.1-1.4 s, OMP's
+in 1.2 s instead of 2.0 s, a coreset's NUTS sampler in 0.9 s instead of 2.0 s. Their code is slower on some
+programs and not on others, so they are used only where that was measured to cost nothing or little
+(benchmarks/investigations/cpu_emitters.py, results/cpu_emitters.json): the projection and the vector solvers
+(compiled calls unchanged on logistic and Poisson regression at N = 5e5 and D = 50 at 2e5), and a coreset's
+sampler and its starting points where rows x D <= `inference.sample.LEGACY_LOOP_WORK` (compiled calls 1.0-1.2x
+slower there, first calls 0.6-0.7x). Not for the data passes of the Laplace fit and the certificate (compiled
+1.4-2.2x slower) nor for full-data chains and the posterior-driven loops (2-3x slower). `emitter_jit` applies
+them to a program that compiles for a CPU; on other platforms, and with the environment variable
+CORESETS_JAX_LEGACY_EMITTERS=0, programs compile with XLA's defaults.
+
 `LOOP_COMPILE`: XLA options for the loop programs (the sampler of `cj.sample`, the posterior-driven cores),
 empty: XLA's defaults. Level 1 instead of 2 was measured in fresh processes on the N = 569 problem of
 cold_start.py and on N = 10^5 full-data sampling (benchmarks/investigations/compile_level.py,
@@ -62,12 +75,15 @@ from typing import Any, Callable, Optional
 import jax
 from jax.experimental.compilation_cache import compilation_cache as _jax_cache
 
-__all__ = ["ENV_NO_CACHE", "FAST_COMPILE", "LOOP_COMPILE", "MATMUL_PRECISION", "MIN_COMPILE_TIME", "PREFETCH",
-           "Prefetched", "compilation_cache", "default_cache_dir", "fast_jit", "full_precision",
+__all__ = ["ENV_NO_CACHE", "FAST_COMPILE", "LEGACY_EMITTERS", "LOOP_COMPILE", "MATMUL_PRECISION", "MIN_COMPILE_TIME", "PREFETCH",
+           "Prefetched", "compilation_cache", "default_cache_dir", "emitter_jit", "fast_jit", "full_precision",
            "full_precision_factory", "loop_jit_options", "prefetch"]
 
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 LOOP_COMPILE: dict = {}
+# XLA:CPU's classic fusion emitters (docstring); emptied by CORESETS_JAX_LEGACY_EMITTERS=0
+LEGACY_EMITTERS: dict = ({} if os.environ.get("CORESETS_JAX_LEGACY_EMITTERS", "1") == "0"
+                         else {"xla_cpu_use_fusion_emitters": False})
 ENV_NO_CACHE = "CORESETS_JAX_NO_CACHE"
 MATMUL_PRECISION: Optional[str] = "float32"  # jax_default_matmul_precision inside the package (docstring)
 MIN_COMPILE_TIME = 0.0  # seconds; every program we compile is worth keeping (a cache read is milliseconds)
@@ -115,21 +131,77 @@ def loop_jit_options() -> dict:
 
 
 def fast_jit(fun: Callable, **jit_kwargs) -> Callable:
-    """`jax.jit(fun, compiler_options=FAST_COMPILE)` when called from the top level; inside another `jit`
-    (where JAX refuses compiler options) the plain `jax.jit(fun)`, which the outer program inlines."""
-    top = jax.jit(fun, compiler_options=FAST_COMPILE, **jit_kwargs)
-    nested = jax.jit(fun, **jit_kwargs)
+    """`jax.jit(fun, compiler_options=FAST_COMPILE)` when called from the top level (with `LEGACY_EMITTERS` too
+    where it compiles for a CPU: `emitter_jit`); inside another `jit` (where JAX refuses compiler options) the
+    plain `jax.jit(fun)`, which the outer program inlines."""
+    return _EmitterJit(fun, compiler_options=FAST_COMPILE, **jit_kwargs)
 
-    @functools.wraps(fun)
-    def call(*args, **kwargs):
+
+def _compiles_for_cpu(args: Any) -> bool:
+    """Whether a program called on `args` compiles for a CPU: every array (or ShapeDtypeStruct with a sharding)
+    lives on CPU devices, or, with none, JAX's default backend is the CPU. False inside another trace (there
+    the program is inlined and takes no options of its own)."""
+    devices = []
+    for leaf in jax.tree_util.tree_leaves(args):
+        if isinstance(leaf, jax.core.Tracer):
+            return False
+        if isinstance(leaf, jax.Array):
+            devices.extend(leaf.devices())
+        elif isinstance(leaf, jax.ShapeDtypeStruct) and getattr(leaf, "sharding", None) is not None:
+            devices.extend(leaf.sharding.device_set)
+    try:
+        return all(d.platform == "cpu" for d in devices) if devices else jax.default_backend() == "cpu"
+    except RuntimeError:
+        return False
+
+
+class _EmitterJit:
+    """`jax.jit(fun)` that compiles with `LEGACY_EMITTERS` where the call compiles for a CPU (`emitter_jit`)."""
+
+    def __init__(self, fun: Callable, **jit_kwargs: Any):
+        options = dict(jit_kwargs.pop("compiler_options", None) or {})
+        self._nested = jax.jit(fun, **jit_kwargs)  # inside another trace: inlined, no options of its own
+        self._plain = jax.jit(fun, compiler_options=options, **jit_kwargs) if options else self._nested
+        self._legacy = jax.jit(fun, compiler_options={**options, **LEGACY_EMITTERS}, **jit_kwargs) \
+            if LEGACY_EMITTERS else self._plain
+        functools.update_wrapper(self, fun)
+
+    def _jits(self) -> tuple:
+        return tuple({id(j): j for j in (self._nested, self._plain, self._legacy)}.values())
+
+    def _pick(self, args: Any, kwargs: Any) -> Callable:
+        return self._legacy if _compiles_for_cpu((args, kwargs)) else self._plain
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        jitted = self._pick(args, kwargs)
         try:
-            return top(*args, **kwargs)
-        except ValueError as err:  # raised while staging, before anything ran
-            if "compiler_options" not in str(err):
+            return jitted(*args, **kwargs)
+        except ValueError as err:  # inside another trace on concrete arguments: JAX refuses compiler options
+            if jitted is self._nested or "compiler_options" not in str(err):
                 raise
-            return nested(*args, **kwargs)
+            return self._nested(*args, **kwargs)
 
-    return call
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        return self._pick(args, kwargs).lower(*args, **kwargs)
+
+    def _cache_size(self) -> int:
+        return sum(int(j._cache_size()) for j in self._jits())
+
+    def clear_cache(self) -> None:
+        for j in self._jits():
+            j.clear_cache()
+
+    def __getattr__(self, name: str) -> Any:  # trace, eval_shape, ...
+        return getattr(self._nested, name)
+
+
+def emitter_jit(fun: Optional[Callable] = None, **jit_kwargs: Any):
+    """`jax.jit(fun, **jit_kwargs)`, compiled with `LEGACY_EMITTERS` where a call compiles for a CPU (module
+    docstring), with XLA's defaults elsewhere and inside another trace; also a decorator (with or without
+    keyword arguments)."""
+    if fun is None:
+        return lambda f: _EmitterJit(f, **jit_kwargs)
+    return _EmitterJit(fun, **jit_kwargs)
 
 
 class Prefetched:

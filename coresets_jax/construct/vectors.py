@@ -96,7 +96,9 @@ def build_fn(method: Any, size: int, *, refit: bool = False, **options):
 
 @functools.lru_cache(maxsize=256)
 def _compiled_build_for(construction: Construction, size: int, options: tuple, show_progress: bool):
-    return _compiled_fns.jit(build_fn(construction, size, **dict(options)))
+    # XLA:CPU's classic fusion emitters: OMP compiles in 1.2 s instead of 2.0 s, the same speed compiled
+    # (compilation.LEGACY_EMITTERS)
+    return _compiled_fns.jit(build_fn(construction, size, **dict(options)), legacy_emitters=True)
 
 
 def _compiled_build(construction: Construction, size: int, options: tuple):

@@ -66,8 +66,9 @@ def mapping_count() -> Optional[int]:
 class _Bounded:
     """`jax.jit(fun)` that reports its compilations to the budget (module docstring)."""
 
-    def __init__(self, fun: Callable, **jit_kwargs: Any):
-        self._jitted = jax.jit(fun, **jit_kwargs)
+    def __init__(self, fun: Callable, legacy_emitters: bool = False, **jit_kwargs: Any):
+        from .. import compilation  # here: compilation imports core
+        self._jitted = (compilation.emitter_jit if legacy_emitters else jax.jit)(fun, **jit_kwargs)
         functools.update_wrapper(self, fun)
         with _lock:
             _live[id(self)] = weakref.ref(self, functools.partial(_forget, id(self)))
@@ -100,7 +101,8 @@ def _forget(key: int, _ref: Any = None) -> None:
 
 def jit(fun: Optional[Callable] = None, **jit_kwargs: Any):
     """`jax.jit` whose executables count towards the package's budget; also a decorator (with or without
-    keyword arguments, e.g. `@jit(static_argnames=("k",))`)."""
+    keyword arguments, e.g. `@jit(static_argnames=("k",))`). `legacy_emitters=True`: compiled as
+    `compilation.emitter_jit` (XLA:CPU's classic fusion emitters where the call compiles for a CPU)."""
     if fun is None:
         return lambda f: _Bounded(f, **jit_kwargs)
     return _Bounded(fun, **jit_kwargs)
