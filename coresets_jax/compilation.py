@@ -45,14 +45,16 @@ gets the same programs. On a CPU, float32 products are full float32 anyway: noth
 **XLA's classic CPU fusion emitters for the programs whose run time does not mind them.** `LEGACY_EMITTERS`
 (`xla_cpu_use_fusion_emitters: False`) makes XLA:CPU generate its fused loops with the emitters it used before
 its MLIR-based ones, which compile much faster: the projection's program in 0.2 s instead of 1.1-1.4 s, OMP's
-in 1.2 s instead of 2.0 s, a coreset's NUTS sampler in 0.9 s instead of 2.0 s. Their code is slower on some
-programs and not on others, so they are used only where that was measured to cost nothing or little
-(benchmarks/investigations/cpu_emitters.py, results/cpu_emitters.json): the projection and the vector solvers
-(compiled calls unchanged on logistic and Poisson regression at N = 5e5 and D = 50 at 2e5), and a coreset's
-sampler and its starting points where rows x D <= `inference.sample.LEGACY_LOOP_WORK` (compiled calls 1.0-1.2x
-slower there, first calls 0.6-0.7x). Not for the data passes of the Laplace fit and the certificate (compiled
-1.4-2.2x slower) nor for full-data chains and the posterior-driven loops (2-3x slower). `emitter_jit` applies
-them to a program that compiles for a CPU; on other platforms, and with the environment variable
+in about 1.2 s instead of 2.0 s, a coreset's NUTS sampler in 0.8-0.9 s instead of 1.6-2.0 s. Their code is as
+fast on some programs and slower on others, so they are used only where that was measured to cost little
+(benchmarks/investigations/cpu_emitters.py, results/cpu_emitters.json, fresh processes): the projection and
+the vector solvers (compiled calls 0.95-1.07x on logistic and Poisson regression at N = 5e5, D = 50 at 2e5 and
+two tiled real files), the programs compiled by `fast_jit`, and a coreset's sampler and its starting points
+where rows x D <= `inference.sample.LEGACY_LOOP_WORK` (compiled calls 1.09-1.15x, first calls 0.58-0.66x).
+vs_peers' fixed route at N = 5e5 took 0.82-0.83x of its first-call time. Left on XLA's defaults: the data
+passes of the Laplace fit (2.3x slower compiled on Poisson regression) and of the certificate (1.45x),
+full-data chains (2.7x), larger coresets' chains (1.15-1.2x) and the posterior-driven loops. `emitter_jit`
+applies them to a program that compiles for a CPU; on other platforms, and with the environment variable
 CORESETS_JAX_LEGACY_EMITTERS=0, programs compile with XLA's defaults.
 
 `LOOP_COMPILE`: XLA options for the loop programs (the sampler of `cj.sample`, the posterior-driven cores),

@@ -630,6 +630,24 @@ def table_default_features_large(with_commit: bool) -> str:
     return "\n".join(lines)
 
 
+def table_cpu_emitters(with_commit: bool) -> str:
+    """XLA:CPU's classic fusion emitters against its default, per program (investigations/cpu_emitters.py)."""
+    data = _load("cpu_emitters")
+    lines = ["| row | first call: XLA defaults | ours | all programs | compiled call: XLA defaults | ours | "
+             "all programs |", "|---|---|---|---|---|---|---|"]
+    for row, t in data["table"].items():
+        lines.append(f"| `{row}` | {t['xla']['first_s']:.2f} s | {t['ours']['first_s']:.2f} s "
+                     f"({t['ours_first_ratio']:.2f}x) | {t['all']['first_s']:.2f} s ({t['all_first_ratio']:.2f}x) | "
+                     f"{t['xla']['second_s']:.3f} s | {t['ours']['second_s']:.3f} s ({t['ours_second_ratio']:.2f}x) | "
+                     f"{t['all']['second_s']:.3f} s ({t['all_second_ratio']:.2f}x) |")
+    lines += ["", f"Medians of {data['repeats']} fresh processes per row and arm, empty compilation caches, the arms "
+              "alternating; ratios over XLA's defaults. Ours: the classic emitters for the projection, the vector "
+              "solvers, the fast-compiled small programs and a coreset's sampler where rows x D <= 2^15; all "
+              "programs: `XLA_FLAGS=--xla_cpu_use_fusion_emitters=false`. " +
+              provenance(data, "cpu_emitters", with_commit)]
+    return "\n".join(lines)
+
+
 TABLES: dict[str, Callable[[bool], str]] = {
     "cold_start": table_cold_start,
     "certify": table_certify,
@@ -664,6 +682,8 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "sparse_vi_cost": table_sparse_vi_cost,
     "screen_check": table_screen_check,
     "greedy_path": table_greedy_path,
+    "cpu_emitters": table_cpu_emitters,
+    "vs_peers_emitters": lambda with_commit: table_vs_peers(with_commit, "vs_peers_emitters"),
     "cold_path_quality": table_cold_path_quality,
     "certify_precision": table_certify_precision,
     "default_features": table_default_features,

@@ -51,9 +51,10 @@ def trace_count() -> int:
 
 
 # Gathered rows x D up to which the sampler compiles with XLA:CPU's classic fusion emitters
-# (compilation.LEGACY_EMITTERS): on a coreset's few rows they compile NUTS in about half the time (2 x (500 +
-# 500) draws, D = 10: first call 1.1 s against 1.9 s at M = 100, 1.3 s against 2.0 s at M = 1,000), and the
-# compiled loop is 1.0-1.2x slower; on many rows it is up to 3x slower (full data, N = 1e5, D = 11).
+# (compilation.LEGACY_EMITTERS). On a coreset's few rows they halve NUTS's compilation: 2 x (500 + 500) draws,
+# first call 1.26 s against 2.16 s at 100 rows x D = 10, 1.39 s against 2.09 s at 1,000 x 10, 1.46 s against
+# 2.37 s at 300 x 50; the compiled loop is 1.09-1.15x slower. Above, it is 1.15-1.2x slower (4,096 x 10, 2,000
+# x 50) and on all rows 2.7x (N = 1e5, D = 11): benchmarks/investigations/cpu_emitters.py.
 LEGACY_LOOP_WORK = 1 << 15
 
 

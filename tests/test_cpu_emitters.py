@@ -1,0 +1,102 @@
+"""XLA:CPU's classic fusion emitters (`compilation.emitter_jit`, `LEGACY_EMITTERS`): which programs get them,
+that a call inside another trace still works, and that the results are those of XLA's defaults. No timings
+here (benchmarks/investigations/cpu_emitters.py measures them)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import coresets_jax as cj
+from coresets_jax import compilation
+from coresets_jax.construct import vectors as construct
+from coresets_jax.construct.vectors import build_fn
+from coresets_jax.inference import sample as sample_mod
+
+pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="the emitters are XLA:CPU's")
+
+
+def softplus_sum(x):
+    return jnp.sum(jnp.logaddexp(0.0, x) * jnp.cos(x))
+
+
+def softplus_sum_numpy(x):
+    x = np.asarray(x, np.float64)
+    return float(np.sum(np.logaddexp(0.0, x) * np.cos(x)))
+
+
+def test_cpu_calls_compile_with_the_classic_emitters():
+    f = compilation.emitter_jit(softplus_sum)
+    x = jnp.linspace(-4.0, 4.0, 1001, dtype=jnp.float32)
+    np.testing.assert_allclose(float(f(x)), softplus_sum_numpy(x), rtol=1e-5)
+    assert f._legacy._cache_size() == 1 and f._plain._cache_size() == 0
+    # the option reaches the lowering that XLA compiles
+    assert ("xla_cpu_use_fusion_emitters", False) in tuple(f.lower(x)._lowering._compiler_options_kvs)
+    f.clear_cache()
+    assert f._cache_size() == 0
+
+
+def test_inside_another_trace_the_program_is_inlined():
+    f = compilation.emitter_jit(softplus_sum)
+    x = jnp.linspace(-3.0, 3.0, 64, dtype=jnp.float32)
+    want = softplus_sum_numpy(x)
+    np.testing.assert_allclose(float(jax.jit(lambda y: f(y) + 1.0)(x)), want + 1.0, rtol=1e-5)
+    batched = jax.vmap(f)(jnp.stack([x, -x]))
+    np.testing.assert_allclose(np.asarray(batched), [want, softplus_sum_numpy(-x)], rtol=1e-5)
+    # concrete arguments inside an outer trace: JAX refuses compiler options there, the plain program runs
+    np.testing.assert_allclose(float(jax.jit(lambda: f(x))()), want, rtol=1e-5)
+    assert f._legacy._cache_size() == 0
+
+
+def test_switched_off_gives_xla_defaults(monkeypatch):
+    monkeypatch.setattr(compilation, "LEGACY_EMITTERS", {})
+    f = compilation.emitter_jit(softplus_sum)
+    x = jnp.ones(8)
+    f(x)
+    assert f._legacy is f._plain and f._plain._cache_size() == 1
+    assert tuple(f.lower(x)._lowering._compiler_options_kvs or ()) == ()
+
+
+def test_what_counts_as_a_cpu_compilation():
+    assert compilation._compiles_for_cpu((jnp.ones(3), {"a": np.ones(2)}))
+    assert compilation._compiles_for_cpu((np.ones(3),))  # NumPy only: the default backend, a CPU here
+    assert compilation._compiles_for_cpu((jax.ShapeDtypeStruct((3,), jnp.float32),))
+    seen = []
+    jax.jit(lambda y: seen.append(compilation._compiles_for_cpu((y,))) or y)(jnp.ones(2))
+    assert seen == [False]  # a tracer: inlined into the outer program
+
+
+def test_omp_with_the_classic_emitters_matches_xla_defaults():
+    rng = np.random.default_rng(3)
+    V = jnp.asarray(rng.normal(size=(3000, 40)) + 0.2, jnp.float32)
+    key = jax.random.key(0)
+    ours = cj.build(V, 30, "omp", key=key)  # the package's compiled solver: classic emitters on a CPU
+    solve = construct._compiled_build(cj.registry.resolve("omp"), 30, ())
+    assert solve._jitted._legacy._cache_size() >= 1
+    plain = jax.jit(build_fn("omp", 30))(V, key)  # XLA's defaults
+    np.testing.assert_allclose(np.asarray(ours.dense(3000)), np.asarray(plain.dense(3000)), rtol=1e-5,
+                               atol=1e-6 * float(jnp.max(plain.weights)))
+    np.testing.assert_allclose(float(ours.info["relative_error"]), float(plain.info["relative_error"]), rtol=1e-4)
+
+
+def test_sampler_uses_the_classic_emitters_on_few_rows_only(monkeypatch):
+    calls = []
+    real = sample_mod._compiled
+
+    def recording(*args):
+        calls.append(args[-1])  # small: rows x D <= LEGACY_LOOP_WORK
+        return real(*args)
+
+    monkeypatch.setattr(sample_mod, "_compiled", recording)
+    model = cj.models.logistic_regression()
+    rng = np.random.default_rng(0)
+    n, d = 12_000, 3
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    y = np.where(rng.random(n) < 1 / (1 + np.exp(-X @ np.array([1.0, -0.5, 0.2]))), 1.0, -1.0).astype(np.float32)
+    data = (jnp.asarray(X), jnp.asarray(y))
+    key = jax.random.key(1)
+    cs = cj.coreset(model, data, size=20, method="uniform", key=key)
+    cj.sample(model, data, key, weights=cs, num_samples=50, num_warmup=50, warn=False)
+    assert n * d > sample_mod.LEGACY_LOOP_WORK >= 20 * d
+    cj.sample(model, data, key, num_samples=20, num_warmup=20, num_chains=1, warn=False)
+    assert calls == [True, False]
