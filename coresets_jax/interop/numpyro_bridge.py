@@ -273,6 +273,8 @@ def from_numpyro(model_fn: Callable, *args, **kwargs) -> tuple[Model, Any]:
         return jax.device_put(np.dtype(dtype).type(INIT_SCALE) * (inner(2.0) * spread - inner(1.0)).astype(dtype))
 
     name = getattr(model_fn, "__name__", "numpyro_model")
-    model = Model(log_likelihood=log_likelihood, log_prior=log_prior, init_params=init_params,
+    # jitted: JAX then traces each through NumPyro's handlers once per signature and reuses the jaxpr in every
+    # program and transformation that calls it, instead of running the model's Python again each time
+    model = Model(log_likelihood=jax.jit(log_likelihood), log_prior=jax.jit(log_prior), init_params=init_params,
                   sample_prior=sample_prior, name=f"numpyro:{name}", dim=dim, constrain=constrain)
     return model, data
