@@ -48,8 +48,9 @@ its MLIR-based ones, which compile much faster: the projection's program in 0.2 
 in about 1.2 s instead of 2.0 s, a coreset's NUTS sampler in 0.8-0.9 s instead of 1.6-2.0 s. Their code is as
 fast on some programs and slower on others, so they are used only where that was measured to cost little
 (benchmarks/investigations/cpu_emitters.py, results/cpu_emitters.json, fresh processes): the projection and
-the vector solvers (compiled calls 0.95-1.07x on logistic and Poisson regression at N = 5e5, D = 50 at 2e5 and
-two tiled real files), the programs compiled by `fast_jit`, and a coreset's sampler and its starting points
+OMP (compiled calls 0.95-1.07x on logistic and Poisson regression at N = 5e5, D = 50 at 2e5 and two tiled
+real files, the same coresets; GIGA and A-IHT II round otherwise under them and keep XLA's defaults,
+`construct.vectors.LEGACY_EMITTER_METHODS`), the programs compiled by `fast_jit`, and a coreset's sampler and its starting points
 where rows x D <= `inference.sample.LEGACY_LOOP_WORK` (compiled calls 1.09-1.15x, first calls 0.58-0.66x).
 vs_peers' fixed route at N = 5e5 took 0.82-0.83x of its first-call time. Left on XLA's defaults: the data
 passes of the Laplace fit (2.3x slower compiled on Poisson regression) and of the certificate (1.45x),

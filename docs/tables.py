@@ -641,8 +641,8 @@ def table_cpu_emitters(with_commit: bool) -> str:
                      f"{t['xla']['second_s']:.3f} s | {t['ours']['second_s']:.3f} s ({t['ours_second_ratio']:.2f}x) | "
                      f"{t['all']['second_s']:.3f} s ({t['all_second_ratio']:.2f}x) |")
     lines += ["", f"Medians of {data['repeats']} fresh processes per row and arm, empty compilation caches, the arms "
-              "alternating; ratios over XLA's defaults. Ours: the classic emitters for the projection, the vector "
-              "solvers, the fast-compiled small programs and a coreset's sampler where rows x D <= 2^15; all "
+              "alternating; ratios over XLA's defaults. Ours: the classic emitters for the projection, OMP, "
+              "the fast-compiled small programs and a coreset's sampler where rows x D <= 2^15; all "
               "programs: `XLA_FLAGS=--xla_cpu_use_fusion_emitters=false`. " +
               provenance(data, "cpu_emitters", with_commit)]
     return "\n".join(lines)

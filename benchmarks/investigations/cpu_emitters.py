@@ -7,7 +7,7 @@ slower on others. This benchmark measured which, and chose where the package use
 fresh process with an empty persistent cache, progress bars off, the arms alternating in every repeat:
 
 - `xla`: XLA's defaults everywhere (CORESETS_JAX_LEGACY_EMITTERS=0);
-- `ours`: the package's default (the classic emitters for the projection, the vector solvers, the
+- `ours`: the package's default (the classic emitters for the projection, OMP, the
   fast-compiled small programs, and a coreset's sampler where rows x D <= `sample.LEGACY_LOOP_WORK`);
 - `all`: the classic emitters for every program of the process (XLA_FLAGS=--xla_cpu_use_fusion_emitters=false),
   to show what the programs left out would cost.
