@@ -50,8 +50,9 @@ fast on some programs and slower on others, so they are used only where that was
 (benchmarks/investigations/cpu_emitters.py, results/cpu_emitters.json, fresh processes): the projection and
 OMP (compiled calls 0.95-1.07x on logistic and Poisson regression at N = 5e5, D = 50 at 2e5 and two tiled
 real files, the same coresets; GIGA and A-IHT II round otherwise under them and keep XLA's defaults,
-`construct.vectors.LEGACY_EMITTER_METHODS`), the programs compiled by `fast_jit`, and a coreset's sampler and its starting points
-where rows x D <= `inference.sample.LEGACY_LOOP_WORK` (compiled calls 1.09-1.15x, first calls 0.58-0.66x).
+`construct.vectors.LEGACY_EMITTER_METHODS`), the programs compiled by `fast_jit`, and a coreset's sampler
+and its starting points where rows x D <= `inference.sample.LEGACY_LOOP_WORK` (compiled calls 1.09-1.15x,
+first calls 0.58-0.66x).
 vs_peers' fixed route at N = 5e5 took 0.82-0.83x of its first-call time. Left on XLA's defaults: the data
 passes of the Laplace fit (2.3x slower compiled on Poisson regression) and of the certificate (1.45x),
 full-data chains (2.7x), larger coresets' chains (1.15-1.2x) and the posterior-driven loops. `emitter_jit`
@@ -78,9 +79,9 @@ from typing import Any, Callable, Optional
 import jax
 from jax.experimental.compilation_cache import compilation_cache as _jax_cache
 
-__all__ = ["ENV_NO_CACHE", "FAST_COMPILE", "LEGACY_EMITTERS", "LOOP_COMPILE", "MATMUL_PRECISION", "MIN_COMPILE_TIME", "PREFETCH",
-           "Prefetched", "compilation_cache", "default_cache_dir", "emitter_jit", "fast_jit", "full_precision",
-           "full_precision_factory", "loop_jit_options", "prefetch"]
+__all__ = ["ENV_NO_CACHE", "FAST_COMPILE", "LEGACY_EMITTERS", "LOOP_COMPILE", "MATMUL_PRECISION", "MIN_COMPILE_TIME",
+           "PREFETCH", "Prefetched", "compilation_cache", "default_cache_dir", "emitter_jit", "fast_jit",
+           "full_precision", "full_precision_factory", "loop_jit_options", "prefetch"]
 
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 LOOP_COMPILE: dict = {}
