@@ -254,6 +254,18 @@ def figure(nrows: int, ncols: int, size=(5.0, 4.0)):
     return fig, axes
 
 
+def grouped_bars(ax, labels: Sequence[str], series: dict, ylabel: str, title: str) -> None:
+    """Side-by-side bars on `ax`: one group per label, one bar per entry of `series` (name -> values)."""
+    width = 0.76 / max(len(series), 1)
+    for i, (name, values) in enumerate(series.items()):
+        ax.bar([j + width * i for j in range(len(labels))], values, width, label=name)
+    ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(labels))], labels, rotation=35,
+                  ha="right", fontsize=7)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+
+
 def save_figure(fig, out_dir: str, stem: str) -> str:
     import matplotlib.pyplot as plt
 

@@ -116,13 +116,8 @@ def plot(report, out_dir, stem):
     rows = list(report["table"])
     for ax, part, title in ((axes[0][0], "first_s", "first call (compilation included)"),
                             (axes[0][1], "second_s", "compiled call")):
-        for i, level in enumerate((2, 1)):
-            values = [report["table"][r][f"level_{level}"][part] for r in rows]
-            ax.bar([j + 0.38 * i for j in range(len(rows))], values, 0.38, label=f"level {level}")
-        ax.set_xticks([j + 0.19 for j in range(len(rows))], rows, rotation=30, ha="right", fontsize=7)
-        ax.set_ylabel("seconds (median)")
-        ax.set_title(title, fontsize=10)
-        ax.legend(fontsize=8)
+        common.grouped_bars(ax, rows, {f"level {level}": [report["table"][r][f"level_{level}"][part] for r in rows]
+                                       for level in (2, 1)}, "seconds (median)", title)
     common.save_figure(fig, out_dir, stem)
 
 

@@ -160,14 +160,9 @@ def plot(report, out_dir, stem):
     rows = list(report["table"])
     for ax, part, title in ((axes[0][0], "first", "first call / XLA defaults' (compilation included)"),
                             (axes[0][1], "second", "compiled call / XLA defaults'")):
-        for i, arm in enumerate(("ours", "all")):
-            values = [report["table"][r][f"{arm}_{part}_ratio"] for r in rows]
-            ax.bar([j + 0.38 * i for j in range(len(rows))], values, 0.38, label=arm)
+        common.grouped_bars(ax, rows, {arm: [report["table"][r][f"{arm}_{part}_ratio"] for r in rows]
+                                       for arm in ("ours", "all")}, "ratio (median)", title)
         ax.axhline(1.0, color="k", lw=0.8)
-        ax.set_xticks([j + 0.19 for j in range(len(rows))], rows, rotation=40, ha="right", fontsize=7)
-        ax.set_ylabel("ratio (median)")
-        ax.set_title(title, fontsize=10)
-        ax.legend(fontsize=8)
     common.save_figure(fig, out_dir, stem)
 
 
