@@ -33,7 +33,6 @@ KL) is recorded to show what the arms computed. Writes results/cpu_emitters.{jso
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ (this file is in investigations/)
@@ -137,8 +136,7 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
                       f"checksum {r['checksum']:.6g}", flush=True)
     table = {}
     for row in rows:
-        med = {arm: {k: statistics.median(r[k] for r in runs[row][arm]) for k in ("first_s", "second_s")}
-               for arm in ARMS}
+        med = common.first_second_medians(runs[row])
         table[row] = dict(med, **{f"{arm}_{part}_ratio": med[arm][f"{part}_s"] / med["xla"][f"{part}_s"]
                                   for arm in ("ours", "all") for part in ("first", "second")})
         print(f"{row:<28} first {med['xla']['first_s']:.2f} -> ours {med['ours']['first_s']:.2f} / all "
