@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from coresets_jax.core.rows import inverse_cdf, top_k
+from coresets_jax.core.rows import block_top_k, inverse_cdf, top_k
 
 
 def test_inverse_cdf_is_searchsorted_on_the_cumsum():
@@ -36,6 +36,32 @@ def test_top_k_matches_numpy_in_float32_and_float64():
         vals, idx = top_k(jnp.asarray(v), 25)
         np.testing.assert_array_equal(np.asarray(idx), np.argsort(-v)[:25])
         np.testing.assert_array_equal(np.asarray(vals), np.sort(v)[::-1][:25])
+
+
+@pytest.mark.parametrize("kind", ["normal", "ties", "special", "all_minus_inf", "signed_zeros"])
+def test_block_top_k_is_lax_top_k_bit_for_bit(kind):
+    """The blocked top-k that OMP's selection uses on long vectors: the same indices and values as
+    lax.top_k (ties to the lower index, -0 below +0, NaN above all), for lengths that are not a multiple of
+    the block, under jit and vmap; on ordinary floats also NumPy's stable descending order."""
+    rng = np.random.default_rng(["normal", "ties", "special", "all_minus_inf", "signed_zeros"].index(kind))
+    for n, k, block in [(1000, 8, 64), (997, 5, 7), (4099, 30, 100), (65, 3, 2), (70000, 8, 64)]:
+        x = {"normal": lambda: rng.normal(size=n),
+             "ties": lambda: rng.integers(-3, 3, size=n).astype(float),
+             "special": lambda: rng.choice([-np.inf, np.inf, np.nan, 0.0, -0.0, 1.0, -1.0], size=n),
+             "all_minus_inf": lambda: np.full(n, -np.inf),
+             "signed_zeros": lambda: rng.choice([0.0, -0.0], size=n)}[kind]()
+        x = np.asarray(x, np.float32)
+        if kind == "special":
+            x[::3] = -np.abs(np.float32(np.nan))  # a NaN with the sign bit set
+        ref_vals, ref_idx = jax.lax.top_k(jnp.asarray(x), k)
+        vals, idx = jax.jit(block_top_k, static_argnums=(1, 2))(jnp.asarray(x), k, block)
+        np.testing.assert_array_equal(np.asarray(idx), np.asarray(ref_idx))
+        np.testing.assert_array_equal(np.asarray(vals).view(np.int32), np.asarray(ref_vals).view(np.int32))
+        if kind in ("normal", "ties"):
+            np.testing.assert_array_equal(np.asarray(idx), np.argsort(-x, kind="stable")[:k])
+    batch = jnp.asarray(rng.integers(-5, 5, size=(4, 70000)), jnp.float32)  # top_k takes the blocked path
+    np.testing.assert_array_equal(np.asarray(jax.vmap(lambda v: top_k(v, 8)[1])(batch)),
+                                  np.argsort(-np.asarray(batch), axis=1, kind="stable")[:, :8])
 
 
 def test_atomic_write_replaces_whole_or_not_at_all(tmp_path):
