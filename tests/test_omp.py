@@ -4,6 +4,7 @@ reference (solvers/omp.py's module docstring)."""
 
 import functools
 import json
+import math
 import os
 import subprocess
 import sys
@@ -306,6 +307,25 @@ SHARDED_SCRIPT = textwrap.dedent(r"""
     wa, wb = dense64(len(V), a.indices, a.weights), dense64(len(V), b.indices, b.weights)
     print(json.dumps({"single": error64(V, wa), "sharded": error64(V, wb), "identical": bool(np.array_equal(wa, wb))}))
 """)
+
+
+@pytest.mark.parametrize("n", [5, 1023, 1024, 4096, 70001])
+def test_column_sum_is_the_correctly_rounded_sum_in_any_row_order(n):
+    """OMP's target sum_n v_n (`base.column_sum`: blocks of rows added by TwoSum, then a pairwise TwoSum tree):
+    the float32 nearest to the exact sum (math.fsum in float64 of the float32 entries), for N below, at and
+    above the block, on rows that cancel (v and -v (1 + 1e-6) side by side plus small noise), and the same
+    bits after a permutation of the rows."""
+    from coresets_jax.solvers.base import column_sum
+
+    rng = np.random.default_rng(n)
+    half = rng.normal(size=((n + 1) // 2, 40)).astype(np.float32) * rng.lognormal(0, 3, size=(1, 40))
+    V = np.concatenate([half, -half * np.float32(1 + 1e-6)])[:n]
+    V = (V + rng.normal(size=V.shape) * 1e-3).astype(np.float32)
+    exact = np.array([math.fsum(col) for col in V.astype(np.float64).T]).astype(np.float32)
+    got = np.asarray(jax.jit(column_sum)(jnp.asarray(V)))
+    np.testing.assert_array_equal(got, exact)
+    shuffled = np.asarray(jax.jit(column_sum)(jnp.asarray(V[rng.permutation(n)])))
+    np.testing.assert_array_equal(shuffled, exact)
 
 
 @pytest.mark.slow
