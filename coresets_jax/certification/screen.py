@@ -77,21 +77,21 @@ class Screen(NamedTuple):
     center: np.ndarray
 
 
-def _sum_log_likelihood(model: Model, theta: jax.Array, rows: Any) -> jax.Array:
+def _sum_log_likelihood(model: Model, theta: jax.Array, rows: Any, mask: jax.Array) -> jax.Array:
     rows = as_dtype(rows, theta.dtype)
-    return jnp.sum(jax.vmap(model.log_likelihood, in_axes=(None, 0))(theta, rows))
+    return jnp.sum(jnp.where(mask, jax.vmap(model.log_likelihood, in_axes=(None, 0))(theta, rows), 0.0))
 
 
 def _taylor(model: Model, data: Any, center: jax.Array, chunk: int):
     """(g, H): sum_n of the rows' gradients and Hessians at `center`, chunk by chunk."""
 
-    def grad_twice(theta, rows):
-        g = jax.grad(_sum_log_likelihood, argnums=1)(model, theta, rows)
+    def grad_twice(theta, rows, mask):
+        g = jax.grad(_sum_log_likelihood, argnums=1)(model, theta, rows, mask)
         return g, g
 
-    def add(carry, rows):
-        hess, grad = jax.jacfwd(grad_twice, has_aux=True)(center, rows)
-        return (carry[0] + grad, carry[1] + hess), None
+    def add(carry, rows, mask):
+        hess, grad = jax.jacfwd(grad_twice, has_aux=True)(center, rows, mask)
+        return carry[0] + grad, carry[1] + hess
 
     d = center.shape[0]
     return scan_rows(add, (jnp.zeros(d, center.dtype), jnp.zeros((d, d), center.dtype)), data, chunk)
@@ -111,7 +111,7 @@ def _groups(model, groups, draws, center):
 
     def one(rows):
         # chunked as the full pass: one (chunk, S) block of log-likelihoods in memory, whatever S is
-        add = lambda total, part: (total + relative_sums(model, part, draws, center), None)  # noqa: E731
+        add = lambda total, part, mask: total + relative_sums(model, part, draws, center, mask=mask)  # noqa: E731
         sums = scan_rows(add, jnp.zeros(num_draws, draws.dtype), rows, min(size, default_chunk(num_draws + 1, dim)))
         g, h = _taylor(model, rows, center, min(size, default_chunk(dim, dim)))
         return sums, g, h

@@ -6,8 +6,8 @@ Given samples theta_1..theta_J ~ pi_hat:
                             d_j ~ Unif{1..D}
 - "centered" (IHT §2):      v_n = sqrt(1/J) [L_n(theta_j) - mean_j' L_n(theta_j')]_j
 
-The features are computed with `vmap`/`grad` of the user's function, streamed over N in chunks with
-`lax.map(..., batch_size=chunk_size)`, so peak memory is V plus one chunk of intermediates.
+The features are computed with `vmap`/`grad` of the user's function, streamed over N in chunks written in
+place into V (`_project_with_stats`), so peak memory is V plus one chunk of intermediates.
 """
 
 from __future__ import annotations
