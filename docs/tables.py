@@ -685,6 +685,8 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "cpu_emitters": table_cpu_emitters,
     "vs_peers_emitters": lambda with_commit: table_vs_peers(with_commit, "vs_peers_emitters"),
     "vs_peers_final": lambda with_commit: table_vs_peers(with_commit, "vs_peers_final"),
+    "vs_peers_passes": lambda with_commit: table_vs_peers(with_commit, "vs_peers_passes"),
+    "vs_peers_passes2": lambda with_commit: table_vs_peers(with_commit, "vs_peers_passes2"),
     "cold_path_quality": table_cold_path_quality,
     "certify_precision": table_certify_precision,
     "default_features": table_default_features,
