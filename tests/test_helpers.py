@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from coresets_jax.core.rows import block_top_k, inverse_cdf, top_k
+from coresets_jax.core.rows import block_top_k, fold_row_chunks, inverse_cdf, top_k
 
 
 def test_inverse_cdf_is_searchsorted_on_the_cumsum():
@@ -62,6 +62,29 @@ def test_block_top_k_is_lax_top_k_bit_for_bit(kind):
     batch = jnp.asarray(rng.integers(-5, 5, size=(4, 70000)), jnp.float32)  # top_k takes the blocked path
     np.testing.assert_array_equal(np.asarray(jax.vmap(lambda v: top_k(v, 8)[1])(batch)),
                                   np.argsort(-np.asarray(batch), axis=1, kind="stable")[:, :8])
+
+
+@pytest.mark.parametrize("n, chunk", [(10, 3), (9, 3), (5, 8), (1, 1), (1000, 64)])
+def test_fold_row_chunks_counts_every_row_once_and_writes_every_row(n, chunk):
+    """The chunk loop of the projection and the certificate's passes: with the `fresh` mask each row enters a
+    sum exactly once (NumPy's sum of the rows, and a count of n), and in-place writes at `start` cover every
+    row (the last chunk overlaps the one before)."""
+    rng = np.random.default_rng(n)
+    # integer-valued floats: their float32 sums are exact, so a row counted twice or missed shows
+    data = (jnp.asarray(rng.integers(-50, 50, size=(n, 3)), jnp.float32), jnp.asarray(np.arange(n)))
+
+    def add(carry, rows, start, fresh):
+        total, count, out = carry
+        x, idx = rows
+        total = total + jnp.sum(jnp.where(fresh[:, None], x, 0.0), axis=0)
+        out = jax.lax.dynamic_update_slice_in_dim(out, idx[:, None] + 1, start, 0)
+        return total, count + jnp.sum(fresh), out
+
+    init = (jnp.zeros(3, data[0].dtype), jnp.asarray(0), jnp.zeros((n, 1), data[1].dtype))
+    total, count, out = jax.jit(lambda d: fold_row_chunks(add, init, d, chunk))(data)
+    np.testing.assert_array_equal(np.asarray(total), np.asarray(data[0], np.float64).sum(axis=0))
+    assert int(count) == n
+    np.testing.assert_array_equal(np.asarray(out)[:, 0], np.arange(n) + 1)
 
 
 def test_atomic_write_replaces_whole_or_not_at_all(tmp_path):

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-__all__ = ["block_top_k", "current_axes", "inverse_cdf", "take_data", "take_rows", "top_k"]
+__all__ = ["block_top_k", "current_axes", "fold_row_chunks", "inverse_cdf", "take_data", "take_rows", "top_k"]
 
 Array = jax.Array
 
@@ -80,6 +80,24 @@ def top_k(x: Array, k: int) -> tuple[Array, Array]:
         vals, pos = jax.lax.top_k(take_rows(x, cand), k)
         return vals, cand[pos]
     return _top_k(x, k)
+
+
+def fold_row_chunks(fn, carry, data: Any, chunk: int):
+    """Fold `fn(carry, rows, start, fresh) -> carry` over the rows of `data`, `chunk` (at most N) at a time.
+
+    One `fori_loop` of ceil(N / chunk) steps over chunks of static shape: the last chunk starts at N - chunk,
+    so `fn` is traced and compiled once (a separate remainder of N mod chunk rows would be a second copy of
+    it), and `fresh` (chunk,) marks the rows that the chunk before did not cover. `start` is the chunk's first
+    row (for in-place writes)."""
+    n = jax.tree_util.tree_leaves(data)[0].shape[0]
+    chunk = min(chunk, n)
+
+    def body(i, carry):
+        start = jnp.minimum(i * chunk, n - chunk)
+        rows = jax.tree_util.tree_map(lambda leaf: jax.lax.dynamic_slice_in_dim(leaf, start, chunk), data)
+        return fn(carry, rows, start, start + jnp.arange(chunk) >= i * chunk)
+
+    return jax.lax.fori_loop(0, -(-n // chunk), body, carry)
 
 
 _BLOCK = 64  # entries per block of `block_top_k`

@@ -27,6 +27,7 @@ from ..core.model import Model
 from ..weighting.pihat import GaussianApproximation, gaussian_draws
 from ..core import compiled
 from ..core import take_data
+from ..core.rows import fold_row_chunks
 from ..solvers.base import column_sum
 from ..solvers.least_squares import two_sum
 from ..compilation import full_precision, full_precision_factory
@@ -146,10 +147,9 @@ def _project_with_stats(model: Model, data: Any, thetas: Array, coords: Array, n
     every = chunk * max(1, -(-PROGRESS_WORK_PER_REPORT // (chunk * num_features * dim)))
     acc = jnp.promote_types(dtype, jnp.float32)
 
-    def body(i, carry):
+    def body(carry, rows, start, fresh):
+        del fresh  # the last chunk rewrites the rows it shares with the one before: the same values
         V, finite, largest, nonzero = carry
-        start = jnp.minimum(i * chunk, n - chunk)
-        rows = jax.tree_util.tree_map(lambda leaf: jax.lax.dynamic_slice_in_dim(leaf, start, chunk), data)
         block = (features(rows) * scale).astype(dtype)
         if show_progress:
             _progress.tick(start + chunk, n, "projection (rows)", every=every, ordered=True)
@@ -161,7 +161,7 @@ def _project_with_stats(model: Model, data: Any, thetas: Array, coords: Array, n
     # must the carry they are written into: a zero that depends on every data leaf (XLA folds it away).
     zero = sum(jnp.where(False, jnp.ravel(leaf)[0], 0).astype(acc) for leaf in jax.tree_util.tree_leaves(data))
     init = (jnp.zeros((n, num_features), dtype) + zero.astype(dtype), zero == 0, zero, zero != 0)
-    V, finite, largest, nonzero = jax.lax.fori_loop(0, -(-n // chunk), body, init)
+    V, finite, largest, nonzero = fold_row_chunks(body, init, data, chunk)
     return V, (finite, largest, nonzero)
 
 
