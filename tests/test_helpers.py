@@ -144,3 +144,74 @@ def test_check_int_range_and_error_type():
         validate.check_bool(1, "flag", error=Custom)
     with pytest.raises(ValueError, match=r"step_jitter: expected a number in \[0, 1\), got 1"):
         validate.check_float(1, "step_jitter", 0, 1, open_high=True)
+
+
+def _compilations(fn):
+    """(fn(), the number of XLA compilations it ran)."""
+    from jax._src import monitoring
+
+    names = []
+    listener = lambda name, secs, **kw: names.append(name) if name.endswith("backend_compile_duration") else None  # noqa: E731
+    monitoring.register_event_duration_secs_listener(listener)
+    try:
+        out = fn()
+    finally:
+        monitoring.unregister_event_duration_listener(listener)
+    return out, len(names)
+
+
+def test_host_checks_and_gathers_read_cpu_arrays_in_place_without_compiling():
+    """A CPU device's array is host memory: `count_nonfinite` counts it with NumPy in blocks of HOST_BLOCK,
+    and `gather` takes its rows with NumPy, both without an XLA compilation, and both equal to plain NumPy
+    on arrays larger than HOST_CHECK_MAX (where they used to compile a reduction and a gather)."""
+    from coresets_jax.core import validate
+
+    block = validate.HOST_BLOCK
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3 * block + 5) // 5 * 5).astype(np.float32).reshape(-1, 5)
+    flat = x.reshape(-1)
+    bad = [0, block - 1, block, 2 * block + 3, flat.size - 1]  # either side of each block's edge
+    flat[bad] = [np.nan, np.inf, -np.inf, np.nan, np.inf]
+    on_device = jax.device_put(x)
+    assert validate.host_view(on_device) is not None and not validate.host_view(on_device).flags.owndata
+    count, compiles = _compilations(lambda: validate.count_nonfinite(on_device))
+    assert (count, compiles) == (int(np.count_nonzero(~np.isfinite(x))), 0) == (5, 0)
+    idx = np.sort(rng.choice(x.shape[0], 777, replace=False))
+    y = jax.device_put(rng.integers(0, 9, x.shape[0]).astype(np.int32))
+    for leaf, host in ((on_device, x), (y, np.asarray(y))):
+        rows, compiles = _compilations(lambda: validate.gather(leaf, idx))
+        assert compiles == 0 and rows.dtype == host.dtype
+        np.testing.assert_array_equal(np.asarray(rows), host[idx])
+
+
+@pytest.mark.parametrize("case", ["init_params", "dim_float_data", "dim_int_data", "dim_x64", "init_given"])
+def test_initial_theta_spec_is_the_shape_and_dtype_of_the_fit_start(case):
+    """`initial_theta_spec` says, without computing it, what `initial_theta` returns (or `init` as the fit
+    takes it): the shape and dtype the programs compiled ahead of the Laplace fit are lowered for."""
+    import coresets_jax as cj
+    from coresets_jax.core import initial_theta, initial_theta_spec
+
+    ds = cj.data.synthetic_logistic(jax.random.key(0), 50)
+    plain = cj.models.logistic_regression()
+    ll = plain.log_likelihood
+    init = None
+    with jax.enable_x64(case == "dim_x64"):
+        if case == "init_params":
+            model, data = plain, ds.train
+            assert model.init_params is not None
+        elif case == "init_given":
+            model, data, init = plain, ds.train, np.linspace(-1.0, 1.0, 3)  # float64 NumPy, x64 off
+        else:
+            model = cj.Model(log_likelihood=ll, log_prior=plain.log_prior, dim=3)
+            X, y = (np.asarray(a) for a in ds.train)
+            data = {"dim_float_data": (X, y), "dim_int_data": (X.round().astype(np.int32), y.astype(np.int32)),
+                    "dim_x64": (X.astype(np.float64), y.astype(np.float64))}[case]
+            data = tuple(jnp.asarray(a) for a in data)
+        spec = initial_theta_spec(model, data, init)
+        theta = jnp.asarray(init) if init is not None else initial_theta(model, data)
+        expected = theta.dtype if jnp.issubdtype(theta.dtype, jnp.floating) else jnp.float32
+        assert (spec.shape, spec.dtype) == (theta.shape, expected)
+    if case == "dim_x64":
+        assert spec.dtype == jnp.float64
+    if case in ("dim_int_data", "init_given"):
+        assert spec.dtype == jnp.float32

@@ -7,7 +7,7 @@ Jitted kernels assume their inputs are valid and have static shapes.
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -39,6 +39,7 @@ __all__ = [
     "check_size",
     "count_nonfinite",
     "host_array",
+    "host_view",
     "num_rows",
     "split_key",
 ]
@@ -83,16 +84,36 @@ def host_array(x: Any) -> Any:
     return np.asarray(x)
 
 
+def host_view(x: Any) -> Optional[np.ndarray]:
+    """`x` itself as a NumPy array, without a copy: a NumPy array, or a `jax.Array` held whole by one CPU device
+    (JAX's CPU buffers are host memory, and `np.asarray` maps them read-only); None for anything else (an
+    accelerator's array, or one sharded over devices), which would have to be copied."""
+    if isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, jax.Array) and x.is_fully_addressable and len(x.sharding.device_set) == 1 \
+            and next(iter(x.sharding.device_set)).platform == "cpu":
+        return np.asarray(x)
+    return None
+
+
+HOST_BLOCK = 1 << 20  # elements per step of a host-side check: its temporaries stay a few MB
+
+
 @compiled.jit
 def _count_nonfinite(x: jax.Array) -> jax.Array:
     return jnp.sum(~jnp.isfinite(x))
 
 
 def count_nonfinite(x: Any) -> int:
-    """Number of NaN or inf entries of one array (NumPy for small arrays, one jitted pass for large)."""
+    """Number of NaN or inf entries of one array: NumPy for small arrays and for arrays already in host memory
+    (a CPU device's, in blocks of HOST_BLOCK: no compilation, at the memory's speed), else one jitted pass."""
     host = host_array(x)
+    if host is None:
+        host = host_view(x)
     if host is not None:
-        return int(np.count_nonzero(~np.isfinite(host)))
+        flat = host.reshape(-1)
+        return sum(int(np.count_nonzero(~np.isfinite(flat[i:i + HOST_BLOCK])))
+                   for i in range(0, flat.size, HOST_BLOCK))
     return int(_count_nonfinite(x))
 
 
@@ -226,12 +247,15 @@ def weighted_rows(data: Any, n: int, weights: Any):
 
 
 def gather(leaf: Any, idx: np.ndarray) -> jax.Array:
-    """leaf[idx]: in NumPy for a small leaf on one device (an eager gather is a compilation per shape), one
-    compiled gather for a large one (eagerly, `x[idx]` compiles three or four small programs), else the
-    mesh-aware `take_data`."""
+    """leaf[idx]: in NumPy for a leaf in host memory (`host_view`) or a small one on one device (an eager gather
+    is a compilation per shape), one compiled gather for a large one on an accelerator (eagerly, `x[idx]`
+    compiles three or four small programs), else the mesh-aware `take_data`."""
     single = isinstance(leaf, jax.Array) and len(leaf.sharding.device_set) == 1
-    if isinstance(leaf, np.ndarray) or (single and leaf.size <= HOST_CHECK_MAX):
-        return jax.device_put(np.asarray(leaf)[idx])  # jnp.asarray of a host array compiles a program per shape
+    host = host_view(leaf)
+    if host is None and single and leaf.size <= HOST_CHECK_MAX:
+        host = np.asarray(leaf)
+    if host is not None:  # jnp.asarray of a host array compiles a program per shape
+        return jax.device_put(host[idx])
     if single:
         return _take_rows(leaf, jax.device_put(idx))
     return take_data(leaf, jnp.asarray(idx))
