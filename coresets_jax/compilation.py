@@ -209,17 +209,22 @@ def emitter_jit(fun: Optional[Callable] = None, **jit_kwargs: Any):
 
 
 class Prefetched:
-    """A compilation started by `prefetch`; `wait()` joins it (call it before the program itself, so that the
-    call finds the executable instead of compiling a second copy). Errors stay in the thread: the call itself
-    then compiles and raises them where they belong."""
+    """Compilations started by `prefetch` or `compile_ahead` (none, one, or several joined by `of`); `wait()`
+    joins them (call it before the program itself, so that the call finds the executable instead of compiling
+    a second copy). Errors stay in the thread: the call itself then compiles and raises them where they
+    belong."""
 
-    def __init__(self, thread: Optional[threading.Thread] = None):
-        self._thread = thread
+    def __init__(self, *threads: threading.Thread):
+        self._threads = list(threads)
+
+    @classmethod
+    def of(cls, *handles: "Prefetched") -> "Prefetched":
+        """One handle that waits for all of `handles`."""
+        return cls(*(t for h in handles for t in h._threads))
 
     def wait(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        while self._threads:
+            self._threads.pop(0).join()
 
 
 def prefetch(jitted: Callable, *args: Any, **kwargs: Any) -> Prefetched:
@@ -240,6 +245,23 @@ def prefetch(jitted: Callable, *args: Any, **kwargs: Any) -> Prefetched:
             jitted.lower(*args, **kwargs).compile()
 
     return _in_background(task, "coresets_jax-prefetch")
+
+
+def compile_ahead(jitted: Callable, *args: Any, **kwargs: Any) -> Prefetched:
+    """Lower `jitted` for `args` (arrays or `jax.ShapeDtypeStruct`s, as the later call will pass them) here, in
+    the caller's thread, and compile it in a background thread (`compile_lowered`). Tracing stays in the
+    caller's thread, so the program may trace a user model; a caller with several programs to run one after
+    another lowers them all first, and they compile at once on the free cores (on 2 cores, the certificate's
+    screen compiled its four in 0.3 s where one after another took 0.6 s). A program that fails to lower is
+    left to its call, which raises the error where it belongs. Nothing, not even the lowering, with
+    prefetching off or one CPU. `wait()` before the call."""
+    if not PREFETCH or (os.cpu_count() or 1) < 2 or not hasattr(jitted, "lower"):
+        return Prefetched()
+    try:
+        lowered = jitted.lower(*args, **kwargs)
+    except Exception:  # noqa: BLE001 (the call itself raises it)
+        return Prefetched()
+    return compile_lowered(lowered)
 
 
 def compile_lowered(lowered: Any) -> Prefetched:

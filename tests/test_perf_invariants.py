@@ -203,3 +203,91 @@ def test_no_prefetch_where_the_solver_may_run_on_a_compressed_v(monkeypatch):
     assert started == []
     cj.coreset(cj.models.logistic_regression(), ds.train, size=10, method="giga", num_features=20, compress=False)
     assert len(started) == 1
+
+
+def _backend_compiles():
+    """A list that collects the name of every XLA compilation from now on, and the listener to unregister."""
+    from jax._src import monitoring
+
+    names = []
+    listener = lambda name, secs, **kw: names.append(name) if name.endswith("backend_compile_duration") else None  # noqa: E731
+    monitoring.register_event_duration_secs_listener(listener)
+    return names, lambda: monitoring.unregister_event_duration_listener(listener)
+
+
+def test_coreset_compiles_its_projection_ahead_once_with_the_same_coreset(monkeypatch):
+    """With the Laplace default, cj.coreset lowers the draws' and the projection's programs before pi_hat is
+    fitted and compiles them in the background (`projection.compile_features`, `compilation.compile_ahead`).
+    Their calls must find those executables: each compiled once, as many XLA compilations as without the
+    compilation ahead, and the same coreset bit for bit."""
+    from coresets_jax import compilation
+    from coresets_jax.features import projection
+
+    ahead = []
+    real = compilation.compile_ahead
+    monkeypatch.setattr(compilation, "compile_ahead", lambda f, *a, **k: ahead.append(f) or real(f, *a, **k))
+    monkeypatch.setattr(projection, "compile_ahead", compilation.compile_ahead)
+    monkeypatch.setattr(compilation.os, "cpu_count", lambda: 2)
+    ds = cj.data.synthetic_logistic(jax.random.key(0), 1500)
+    model = cj.models.logistic_regression()
+    kwargs = dict(size=17, method="omp", key=jax.random.key(4), num_features=43)  # J no other test uses
+    cj.coreset(model, ds.train, **kwargs)  # every other program, compiled once
+    results, counts = [], []
+    for prefetch in (True, False):
+        monkeypatch.setattr(compilation, "PREFETCH", prefetch)
+        for program in (projection._gaussian_draws_and_coords, projection._project_checked):
+            program.clear_cache()
+        ahead.clear()
+        names, stop = _backend_compiles()
+        try:
+            results.append(cj.coreset(model, ds.train, **kwargs))
+        finally:
+            stop()
+        counts.append(len(names))
+        assert projection._gaussian_draws_and_coords._cache_size() == 1
+        assert projection._project_checked._cache_size() == 1
+        if prefetch:
+            assert projection._gaussian_draws_and_coords in ahead and projection._project_checked in ahead
+    assert counts == [2, 2], counts  # the two, once each
+    np.testing.assert_array_equal(np.asarray(results[0].indices), np.asarray(results[1].indices))
+    np.testing.assert_array_equal(np.asarray(results[0].weights), np.asarray(results[1].weights))
+
+
+@pytest.mark.slow
+def test_the_certificate_screen_compiles_its_programs_ahead_once_with_the_same_certificate(monkeypatch):
+    """cj.certify's audited screen lowers its four programs (the Taylor pass, the groups, the coreset's term,
+    the float64 audit at a padded number of draws) first and compiles them at once. Each must be compiled
+    once, as many XLA compilations as one after another, and the certificate must be the same."""
+    from coresets_jax import compilation
+    from coresets_jax.certification import passes, screen
+
+    started = []
+    real = compilation.compile_lowered
+    monkeypatch.setattr(compilation, "compile_lowered", lambda lowered: started.append(lowered) or real(lowered))
+    monkeypatch.setattr(compilation.os, "cpu_count", lambda: 2)
+    ds = cj.data.synthetic_logistic(jax.random.key(8), screen.SCREEN_MIN_ROWS, theta=(1.0, -0.5, 0.5, 0.0))
+    model, data = cj.models.logistic_regression(), (ds.X, ds.y)
+    cs = cj.coreset(model, data, size=24, method="omp", key=jax.random.key(1))
+    fit = cj.laplace(model, data, key=jax.random.key(9))
+    chol = np.linalg.cholesky(np.asarray(fit.cov, np.float64))
+    draws = np.asarray(fit.mean, np.float64) + 1.5 * np.random.default_rng(3).standard_normal((1100, 4)) @ chol.T
+    programs = (screen._full_taylor, screen._groups, passes._coreset_term, passes._local_pass)
+    cj.certify(model, data, cs, draws)  # every other program, compiled once
+    certs, counts = [], []
+    for prefetch in (True, False):
+        monkeypatch.setattr(compilation, "PREFETCH", prefetch)
+        for program in programs:
+            program.clear_cache()
+        started.clear()
+        names, stop = _backend_compiles()
+        try:
+            certs.append(cj.certify(model, data, cs, draws))
+        finally:
+            stop()
+        counts.append(len(names))
+        assert [p._cache_size() for p in programs] == [1, 1, 1, 1]
+        assert len(started) == (4 if prefetch else 0)
+    assert certs[0].precision == certs[1].precision == "screened, audited"
+    assert counts == [4, 4], counts  # the four, once each
+    np.testing.assert_array_equal(certs[0].log_ratio, certs[1].log_ratio)
+    assert certs[0].precision_error == certs[1].precision_error

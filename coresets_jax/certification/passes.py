@@ -45,6 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
+from ..compilation import Prefetched, compile_ahead
 from ..core import Model
 from ..core.rows import fold_row_chunks
 from ..core import compiled
@@ -53,8 +54,9 @@ from ..features.projection import default_chunk
 from ..core.mesh import leading_mesh
 
 __all__ = ["AUDIT_DRAWS", "AUDIT_KL_FLOOR", "AUDIT_MAX_ERROR", "AUDIT_MIN_WORK", "PRECISIONS", "PassPrecision",
-           "as_dtype", "audit_draws", "audited_log_ratio", "combine", "coreset_term", "full_term", "kl_shift_bound",
-           "log_ratio", "pass_draws", "precision_scope", "relative_sums", "scan_rows"]
+           "as_dtype", "audit_draws", "audited_log_ratio", "combine", "compile_full_term", "coreset_term",
+           "full_term", "kl_shift_bound", "log_ratio", "pass_draws", "precision_scope", "relative_sums",
+           "scan_rows"]
 
 Array = jax.Array
 PRECISIONS = ("auto", "float64", "float32")
@@ -155,14 +157,16 @@ def _sharded_pass(model: Model, mesh, chunk: int):
     return compiled.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(axes), P(), P()), out_specs=P(), check_vma=False))
 
 
-def coreset_term(model, rows, weights, draws, reference):
+def coreset_term(model, rows, weights, draws, reference, *, ahead: bool = False):
     """(S,) sum_m w_m (L_m(theta_s) - c_m) on the coreset rows, and its flags: always in float64, whatever the
     pass's precision. The weights (~N / M) multiply each row's rounding: with precision="float32" at
     N = 10^6 logistic rows and M = 100 this term erred by 0.45 nat (sd over the draws) in float32, against
-    7e-5 for the whole full-data term. It is M x S evaluations, so float64 costs nothing here."""
+    7e-5 for the whole full-data term. It is M x S evaluations, so float64 costs nothing here.
+    `ahead=True`: start compiling it instead (`compilation.compile_ahead`) and return the `Prefetched`."""
     with jax.enable_x64(True):
         up = lambda x: jax.device_put(np.asarray(x, np.float64))  # on the host: no eager conversion to compile
-        return _coreset_term(model, rows, up(weights), up(draws), up(reference))
+        args = (model, rows, up(weights), up(draws), up(reference))
+        return compile_ahead(_coreset_term, *args) if ahead else _coreset_term(*args)
 
 
 @compiled.jit(static_argnames=("model",))
@@ -211,10 +215,24 @@ def kl_shift_bound(r: np.ndarray, error: float) -> tuple[float, float]:
     return float(error * np.sum(np.abs(p - 1.0 / r.size))), float(np.std(u - r) / np.sqrt(r.size))
 
 
+def _full_chunk(n: int, draws_shape: tuple, chunk_size: Optional[int]) -> int:
+    return int(min(chunk_size or default_chunk(draws_shape[0] + 1, draws_shape[1]), n))
+
+
+def compile_full_term(model: Model, data: Any, draws: Any, reference: Array, chunk_size: Optional[int]) -> Prefetched:
+    """Start compiling `full_term`'s pass for `draws` (an array or `jax.ShapeDtypeStruct` of the draws it will
+    get) over data in memory on one device (`compilation.compile_ahead`); nothing for data sharded over a
+    mesh."""
+    if leading_mesh(data) is not None:
+        return Prefetched()
+    chunk = _full_chunk(jax.tree_util.tree_leaves(data)[0].shape[0], draws.shape, chunk_size)
+    return compile_ahead(_local_pass, model, jax.tree_util.tree_map(jnp.asarray, data), draws, reference, chunk)
+
+
 def full_term(model: Model, data: Any, thetas: Array, reference: Array, chunk_size: Optional[int]):
     """(S,) float64 sum_n (L_n - b_n) and (S,) flags, for data in memory (sharded along N or not)."""
     n = jax.tree_util.tree_leaves(data)[0].shape[0]
-    chunk = int(min(chunk_size or default_chunk(thetas.shape[0] + 1, thetas.shape[1]), n))
+    chunk = _full_chunk(n, thetas.shape, chunk_size)
     mesh = leading_mesh(data)
     if mesh is None:
         hi, lo, flags = _local_pass(model, jax.tree_util.tree_map(jnp.asarray, data), thetas, reference, chunk)

@@ -117,17 +117,11 @@ def _compiled_init(model: Model, num_chains: int, given: bool, fast: bool):
 
 def _prefetch_sampler(run, key, rows, w, num_chains: int, dim: int, dtype) -> _compilation.Prefetched:
     """Lower `run` for (key, rows, w, (C, D) starts, (D, D) cov) and compile it in the background
-    (`compilation.compile_lowered`); nothing with prefetching off. When it is compiled already, the lowering
+    (`compilation.compile_ahead`); nothing with prefetching off. When it is compiled already, the lowering
     is JAX's cached one and the thread finds the executable (a warm call costs the same)."""
-    if not _compilation.PREFETCH:
-        return _compilation.Prefetched()
     spec = lambda shape: jax.ShapeDtypeStruct(shape, dtype)  # noqa: E731
-    try:
-        lowered = run.lower(jax.ShapeDtypeStruct(key.shape, key.dtype), rows, w, spec((num_chains, dim)),
-                            spec((dim, dim)))
-    except Exception:  # noqa: BLE001 (the call itself raises it where it belongs)
-        return _compilation.Prefetched()
-    return _compilation.compile_lowered(lowered)
+    return _compilation.compile_ahead(run, jax.ShapeDtypeStruct(key.shape, key.dtype), rows, w,
+                                      spec((num_chains, dim)), spec((dim, dim)))
 
 
 def _initial_theta(model, rows, num_chains, init):
