@@ -106,7 +106,11 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
         trees = {"base": os.path.join(tmp, "base")}
         commits = {"base": _worktree(base_rev, trees["base"])}
         if args.head is None:
-            trees["head"], commits["head"] = ROOT, "working tree"
+            head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, check=True, stdout=subprocess.PIPE,
+                                  text=True).stdout.strip()
+            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, check=True,
+                                   stdout=subprocess.PIPE, text=True).stdout.strip()
+            trees["head"], commits["head"] = ROOT, head + (" with uncommitted changes" if dirty else "")
         else:
             trees["head"] = os.path.join(tmp, "head")
             commits["head"] = _worktree(args.head, trees["head"])
