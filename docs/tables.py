@@ -648,6 +648,24 @@ def table_cpu_emitters(with_commit: bool) -> str:
     return "\n".join(lines)
 
 
+def table_route_commits(with_commit: bool, stem: str = "route_commits_ahead") -> str:
+    """vs_peers' cold fixed route at two commits side by side (investigations/route_commits.py)."""
+    data = _load(stem)
+    names = {"coreset_s": "`cj.coreset` (with `cj.from_numpyro`)", "sample_s": "`cj.sample`",
+             "certify_s": "`cj.certify`", "total_s": "the route"}
+    lines = ["| N | stage | before | after | paired change |", "|---|---|---|---|---|"]
+    for n, row in data["table"].items():
+        for stage, name in names.items():
+            lines.append(f"| {_fmt(int(n))} | {name} | {row['base'][stage]:.2f} s | {row['head'][stage]:.2f} s | "
+                         f"{row['paired_change_s'][stage]:+.2f} s |")
+    same = all(row["same_coreset"] for row in data["table"].values())
+    lines += ["", f"Medians of {data['repeats']} fresh processes per commit, empty compilation caches, the two "
+              "commits alternating; the paired change is the median of after minus before, round by round. "
+              + ("Both commits built the same coreset, point for point, at every size. " if same else
+                 "The commits built different coresets. ") + provenance(data, stem, with_commit)]
+    return "\n".join(lines)
+
+
 TABLES: dict[str, Callable[[bool], str]] = {
     "cold_start": table_cold_start,
     "certify": table_certify,
@@ -687,6 +705,8 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "vs_peers_final": lambda with_commit: table_vs_peers(with_commit, "vs_peers_final"),
     "vs_peers_passes": lambda with_commit: table_vs_peers(with_commit, "vs_peers_passes"),
     "vs_peers_passes2": lambda with_commit: table_vs_peers(with_commit, "vs_peers_passes2"),
+    "route_commits_ahead": table_route_commits,
+    "vs_peers_ahead": lambda with_commit: table_vs_peers(with_commit, "vs_peers_ahead"),
     "cold_path_quality": table_cold_path_quality,
     "certify_precision": table_certify_precision,
     "default_features": table_default_features,
