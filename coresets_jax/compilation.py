@@ -50,12 +50,13 @@ fast on some programs and slower on others, so they are used only where that was
 (benchmarks/investigations/cpu_emitters.py, results/cpu_emitters.json, fresh processes): the projection and
 OMP (compiled calls 0.95-1.07x on logistic and Poisson regression at N = 5e5, D = 50 at 2e5 and two tiled
 real files, the same coresets; GIGA and A-IHT II round otherwise under them and keep XLA's defaults,
-`construct.vectors.LEGACY_EMITTER_METHODS`), the programs compiled by `fast_jit`, and a coreset's sampler
+`construct.vectors.LEGACY_EMITTER_METHODS`), the programs compiled by `fast_jit`, a coreset's sampler
 and its starting points where rows x D <= `inference.sample.LEGACY_LOOP_WORK` (compiled calls 1.09-1.15x,
-first calls 0.58-0.66x).
+first calls 0.58-0.66x), and the certificate's brief programs: its screen, the coreset's term and the audits
+(`certification.passes.LEGACY_CERTIFICATE`: a first `cj.certify` at N = 5e5 0.63-0.67 s against 0.80-0.88 s).
 vs_peers' fixed route at N = 5e5 took 0.82-0.83x of its first-call time. Left on XLA's defaults: the data
-passes of the Laplace fit (2.3x slower compiled on Poisson regression) and of the certificate (1.45x),
-full-data chains (2.7x), larger coresets' chains (1.15-1.2x) and the posterior-driven loops. `emitter_jit`
+passes of the Laplace fit (2.3x slower compiled on Poisson regression), the certificate's full passes over
+N x S (1.45x), full-data chains (2.7x), larger coresets' chains (1.15-1.2x) and the posterior-driven loops. `emitter_jit`
 applies them to a program that compiles for a CPU; on other platforms, and with the environment variable
 CORESETS_JAX_LEGACY_EMITTERS=0, programs compile with XLA's defaults.
 

@@ -271,7 +271,7 @@ def test_the_certificate_screen_compiles_its_programs_ahead_once_with_the_same_c
     fit = cj.laplace(model, data, key=jax.random.key(9))
     chol = np.linalg.cholesky(np.asarray(fit.cov, np.float64))
     draws = np.asarray(fit.mean, np.float64) + 1.5 * np.random.default_rng(3).standard_normal((1100, 4)) @ chol.T
-    programs = (screen._full_taylor, screen._groups, passes._coreset_term, passes._local_pass)
+    programs = (screen._full_taylor, screen._groups, passes._coreset_term, passes._audit_pass)
     cj.certify(model, data, cs, draws)  # every other program, compiled once
     certs, counts = [], []
     for prefetch in (True, False):

@@ -47,8 +47,8 @@ from ..core import compiled
 from ..core import validate as _validate
 from ..features.projection import default_chunk
 from .certificate import from_log_ratio
-from .passes import (AUDIT_DRAWS, AUDIT_KL_FLOOR, AUDIT_MIN_WORK, PassPrecision, as_dtype, audit_draws,
-                     compile_full_term, coreset_term, full_term, kl_shift_bound, pass_draws, precision_scope,
+from .passes import (AUDIT_DRAWS, AUDIT_KL_FLOOR, AUDIT_MIN_WORK, LEGACY_CERTIFICATE, PassPrecision, as_dtype,
+                     audit_draws, compile_full_term, coreset_term, full_term, kl_shift_bound, pass_draws, precision_scope,
                      relative_sums, scan_rows)
 
 __all__ = ["ENABLED", "SCREEN_MAX_ERROR", "SCREEN_MIN_ROWS", "SCREEN_ROWS", "Screen", "audited_screen", "kl_shift",
@@ -99,12 +99,12 @@ def _taylor(model: Model, data: Any, center: jax.Array, chunk: int):
     return scan_rows(add, (jnp.zeros(d, center.dtype), jnp.zeros((d, d), center.dtype)), data, chunk)
 
 
-@compiled.jit(static_argnames=("model", "chunk"))
+@compiled.jit(static_argnames=("model", "chunk"), legacy_emitters=LEGACY_CERTIFICATE)
 def _full_taylor(model, data, center, chunk):
     return _taylor(model, data, center, chunk)
 
 
-@compiled.jit(static_argnames=("model",))
+@compiled.jit(static_argnames=("model",), legacy_emitters=LEGACY_CERTIFICATE)
 def _groups(model, groups, draws, center):
     """For each group (leading axis K): sum_i (L_i(theta_s) - L_i(c)) at every draw (K, S), and g, H of the
     group at c ((K, D), (K, D, D))."""
@@ -152,7 +152,7 @@ def screened_log_ratio(model: Model, data: Any, coreset: Any, draws: np.ndarray,
                      coreset_term(model, core_rows, w, thetas, center, ahead=True)]
         if audit:
             compiling.append(compile_full_term(model, data, jax.ShapeDtypeStruct((audit, dim), thetas.dtype),
-                                               center, None))
+                                               center, None, audit=True))
         compiling[0].wait()
         g, h = (np.asarray(x, np.float64) for x in _full_taylor(model, data, center, chunk))
         compiling[1].wait()
@@ -238,7 +238,8 @@ def audited_screen(model: Model, data: Any, coreset: Any, draws: np.ndarray, see
     picked = np.union1d(audit_draws(screen.r), _farthest(flat, FAR_DRAWS))
     padded = np.concatenate([picked, np.full(audited - picked.size, picked[-1])])  # repeats: computed, unused
     with precision_scope("float64"):
-        full64, flags64 = full_term(model, data, jax.device_put(flat[padded]), jax.device_put(screen.center), None)
+        full64, flags64 = full_term(model, data, jax.device_put(flat[padded]), jax.device_put(screen.center), None,
+                                    audit=True)
     full64, flags64 = full64[:picked.size], flags64[:picked.size]
     if np.any(flags64) or picked.size < 2:
         return None
