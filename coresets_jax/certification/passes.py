@@ -146,9 +146,11 @@ def _pass_partials(model, data, draws, reference, chunk):
 # The programs of a certificate whose run is brief next to their compilation (the screen's, the coreset's term,
 # and the audits' passes at 32-40 draws) are compiled with XLA:CPU's classic fusion emitters
 # (`compilation.LEGACY_EMITTERS`); the full passes over N x S keep XLA's defaults (1.45x slower under the
-# classic ones). A first `cj.certify` by the audited screen took 0.63-0.67 s against 0.80-0.88 s (logistic
-# regression, D = 10, N = 5e5, S = 800) and 0.76 s against 0.90-0.94 s at N = 10^6; a second call 0.18-0.20 s
-# either way at 5e5, 0.295 s against 0.275 s at 10^6; the same KL to every digit.
+# classic ones). First `cj.certify` calls (S = 800 draws): by the audited screen 0.63-0.67 s against 0.80-0.88 s
+# on vs_peers' logistic regression (D = 10, N = 5e5), 0.76 s against 0.90-0.94 s at N = 10^6, and 0.86 s
+# against 1.17 s on its Poisson regression (N = 5e5); by the audited float32 pass 1.26-1.30 s against
+# 1.46-1.48 s (logistic, D = 50, N = 2e5). Second calls within 3% (7% slower at 10^6); the KL the same to
+# 14 digits.
 LEGACY_CERTIFICATE = True
 _local_pass = compiled.jit(_pass_partials, static_argnames=("model", "chunk"))
 _audit_pass = compiled.jit(_pass_partials, static_argnames=("model", "chunk"), legacy_emitters=LEGACY_CERTIFICATE)
