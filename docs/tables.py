@@ -706,6 +706,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "vs_peers_passes": lambda with_commit: table_vs_peers(with_commit, "vs_peers_passes"),
     "vs_peers_passes2": lambda with_commit: table_vs_peers(with_commit, "vs_peers_passes2"),
     "route_commits_ahead": table_route_commits,
+    "route_commits_session": lambda with_commit: table_route_commits(with_commit, "route_commits_session"),
     "vs_peers_ahead": lambda with_commit: table_vs_peers(with_commit, "vs_peers_ahead"),
     "cold_path_quality": table_cold_path_quality,
     "certify_precision": table_certify_precision,
