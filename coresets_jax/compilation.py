@@ -210,22 +210,17 @@ def emitter_jit(fun: Optional[Callable] = None, **jit_kwargs: Any):
 
 
 class Prefetched:
-    """Compilations started by `prefetch` or `compile_ahead` (none, one, or several joined by `of`); `wait()`
-    joins them (call it before the program itself, so that the call finds the executable instead of compiling
-    a second copy). Errors stay in the thread: the call itself then compiles and raises them where they
-    belong."""
+    """A compilation started by `prefetch` or `compile_ahead`; `wait()` joins it (call it before the program
+    itself, so that the call finds the executable instead of compiling a second copy). Errors stay in the
+    thread: the call itself then compiles and raises them where they belong."""
 
-    def __init__(self, *threads: threading.Thread):
-        self._threads = list(threads)
-
-    @classmethod
-    def of(cls, *handles: "Prefetched") -> "Prefetched":
-        """One handle that waits for all of `handles`."""
-        return cls(*(t for h in handles for t in h._threads))
+    def __init__(self, thread: Optional[threading.Thread] = None):
+        self._thread = thread
 
     def wait(self) -> None:
-        while self._threads:
-            self._threads.pop(0).join()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
 
 
 def prefetch(jitted: Callable, *args: Any, **kwargs: Any) -> Prefetched:

@@ -182,36 +182,3 @@ def test_host_checks_and_gathers_read_cpu_arrays_in_place_without_compiling():
         rows, compiles = _compilations(lambda: validate.gather(leaf, idx))
         assert compiles == 0 and rows.dtype == host.dtype
         np.testing.assert_array_equal(np.asarray(rows), host[idx])
-
-
-@pytest.mark.parametrize("case", ["init_params", "dim_float_data", "dim_int_data", "dim_x64", "init_given"])
-def test_initial_theta_spec_is_the_shape_and_dtype_of_the_fit_start(case):
-    """`initial_theta_spec` says, without computing it, what `initial_theta` returns (or `init` as the fit
-    takes it): the shape and dtype the programs compiled ahead of the Laplace fit are lowered for."""
-    import coresets_jax as cj
-    from coresets_jax.core import initial_theta, initial_theta_spec
-
-    ds = cj.data.synthetic_logistic(jax.random.key(0), 50)
-    plain = cj.models.logistic_regression()
-    ll = plain.log_likelihood
-    init = None
-    with jax.enable_x64(case == "dim_x64"):
-        if case == "init_params":
-            model, data = plain, ds.train
-            assert model.init_params is not None
-        elif case == "init_given":
-            model, data, init = plain, ds.train, np.linspace(-1.0, 1.0, 3)  # float64 NumPy, x64 off
-        else:
-            model = cj.Model(log_likelihood=ll, log_prior=plain.log_prior, dim=3)
-            X, y = (np.asarray(a) for a in ds.train)
-            data = {"dim_float_data": (X, y), "dim_int_data": (X.round().astype(np.int32), y.astype(np.int32)),
-                    "dim_x64": (X.astype(np.float64), y.astype(np.float64))}[case]
-            data = tuple(jnp.asarray(a) for a in data)
-        spec = initial_theta_spec(model, data, init)
-        theta = jnp.asarray(init) if init is not None else initial_theta(model, data)
-        expected = theta.dtype if jnp.issubdtype(theta.dtype, jnp.floating) else jnp.float32
-        assert (spec.shape, spec.dtype) == (theta.shape, expected)
-    if case == "dim_x64":
-        assert spec.dtype == jnp.float64
-    if case in ("dim_int_data", "init_given"):
-        assert spec.dtype == jnp.float32

@@ -215,44 +215,6 @@ def _backend_compiles():
     return names, lambda: monitoring.unregister_event_duration_listener(listener)
 
 
-def test_coreset_compiles_its_projection_ahead_once_with_the_same_coreset(monkeypatch):
-    """With the Laplace default, cj.coreset lowers the draws' and the projection's programs before pi_hat is
-    fitted and compiles them in the background (`projection.compile_features`, `compilation.compile_ahead`).
-    Their calls must find those executables: each compiled once, as many XLA compilations as without the
-    compilation ahead, and the same coreset bit for bit."""
-    from coresets_jax import compilation
-    from coresets_jax.features import projection
-
-    ahead = []
-    real = compilation.compile_ahead
-    monkeypatch.setattr(compilation, "compile_ahead", lambda f, *a, **k: ahead.append(f) or real(f, *a, **k))
-    monkeypatch.setattr(projection, "compile_ahead", compilation.compile_ahead)
-    monkeypatch.setattr(compilation.os, "cpu_count", lambda: 2)
-    ds = cj.data.synthetic_logistic(jax.random.key(0), 1500)
-    model = cj.models.logistic_regression()
-    kwargs = dict(size=17, method="omp", key=jax.random.key(4), num_features=43)  # J no other test uses
-    cj.coreset(model, ds.train, **kwargs)  # every other program, compiled once
-    results, counts = [], []
-    for prefetch in (True, False):
-        monkeypatch.setattr(compilation, "PREFETCH", prefetch)
-        for program in (projection._gaussian_draws_and_coords, projection._project_checked):
-            program.clear_cache()
-        ahead.clear()
-        names, stop = _backend_compiles()
-        try:
-            results.append(cj.coreset(model, ds.train, **kwargs))
-        finally:
-            stop()
-        counts.append(len(names))
-        assert projection._gaussian_draws_and_coords._cache_size() == 1
-        assert projection._project_checked._cache_size() == 1
-        if prefetch:
-            assert projection._gaussian_draws_and_coords in ahead and projection._project_checked in ahead
-    assert counts == [2, 2], counts  # the two, once each
-    np.testing.assert_array_equal(np.asarray(results[0].indices), np.asarray(results[1].indices))
-    np.testing.assert_array_equal(np.asarray(results[0].weights), np.asarray(results[1].weights))
-
-
 @pytest.mark.slow
 def test_the_certificate_screen_compiles_its_programs_ahead_once_with_the_same_certificate(monkeypatch):
     """cj.certify's audited screen lowers its four programs (the Taylor pass, the groups, the coreset's term,

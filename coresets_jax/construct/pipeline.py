@@ -15,7 +15,7 @@ import numpy as np
 from ..interop import io as _io
 from ..posterior_driven import support as _support  # (registers the posterior-driven methods)
 from ..features import projection as _projection
-from ..core import Coreset, Model, initial_theta_spec
+from ..core import Coreset, Model
 from ..core import checks as _checks
 from ..core import mesh as _mesh
 from ..core import validate as _validate
@@ -24,7 +24,7 @@ from .posterior import compiled_coreset_fn, default_start, resolve_pi_hat, start
 from . import auto_size as _auto_size
 from .memory import check_fits
 from .vectors import build, build_checked, prefetch_build, check_finite_result, key_data, key_for, on_full_rows
-from ..compilation import Prefetched, full_precision
+from ..compilation import full_precision
 from ..core import caller
 
 __all__ = ["coreset"]
@@ -133,29 +133,22 @@ def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = N
     solver_options = construction.check_options({k: v for k, v in options.items()
                                                  if k not in ("refit", "compress", "compress_tol")})
 
-    def fits_then_prefetch(j: int, features_too: bool = False):
+    def fits_then_prefetch(j: int):
         """Check that the solver's state fits, then compile the solver on one core while pi_hat and the
-        projection pass over the data on the others (V's shape and dtype are known before either). With
-        `features_too`, the projection's programs are started first (`projection.compile_features`, for the
-        Laplace default). Returns (the projection's compilations, the solver's)."""
+        projection pass over the data on the others (V's shape and dtype are known before either)."""
         check_fits(construction, size, (v_rows, j), jnp.float32 if dtype is None else dtype, _device_of(data),
                    solver_options)
-        mean = _laplace_mean_spec(model, data, pi_hat, init, candidates) if features_too else None
-        features = Prefetched() if mean is None else \
-            _projection.compile_features(model, data, key_theta, key_proj, norm, j, mean, dtype)
-        return features, _prefetch(construction, size, options, data, v_rows, j, dtype, key_solve)
+        return _prefetch(construction, size, options, data, v_rows, j, dtype, key_solve)
 
     if num_features is None:
         dim = _parameter_dim(model, data, pi_hat, init)
         if dim is not None:
             num_features = _default_features(construction, dim, size, v_rows, pi_hat)
-    features, prefetched = (Prefetched(), None) if num_features is None else \
-        fits_then_prefetch(num_features, features_too=True)
+    prefetched = None if num_features is None else fits_then_prefetch(num_features)
     approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
     if num_features is None:  # D from pi_hat itself (a model with neither dim nor init_params)
         num_features = _default_features(construction, _draw_dim(approx, key_theta), size, v_rows, pi_hat)
-        _, prefetched = fits_then_prefetch(num_features)
-    features.wait()
+        prefetched = fits_then_prefetch(num_features)
     V, stats, target, picked = _vectors(model, data, approx, key_theta, key_proj, norm, num_features, dtype,
                                         candidates, n)
     compress, compress_tol = options.pop("compress", "auto"), options.pop("compress_tol", 3e-3)
@@ -254,16 +247,6 @@ def resolve_candidates(candidate_rows: Any, n: int, size: int, construction, dat
     if _mesh.leading_mesh(data) is not None:
         raise ValueError("candidate_rows: not supported for data sharded over a mesh; leave it unset")
     return rows
-
-
-def _laplace_mean_spec(model, data, pi_hat, init, candidates) -> Optional[jax.ShapeDtypeStruct]:
-    """The shape and dtype of the default pi_hat's mean (a Laplace fit from `initial_theta_spec`), where
-    `features` will run its two programs on it: every row of data in memory on one device; else None."""
-    if not (pi_hat is None or (isinstance(pi_hat, str) and pi_hat == "laplace")) or candidates is not None \
-            or _mesh.leading_mesh(data) is not None:
-        return None
-    spec = initial_theta_spec(model, data, init)
-    return spec if spec is not None and len(spec.shape) == 1 else None
 
 
 def _vectors(model, data, approx, key_theta, key_proj, norm, num_features, dtype, candidates, n):

@@ -6,9 +6,8 @@ one way: stages -> core.
 
 from . import validate
 from .coreset import Coreset
-from .model import (Model, initial_theta, initial_theta_spec, log_joint, log_likelihoods, weighted_log_density,
-                    weighted_sum)
+from .model import Model, initial_theta, log_joint, log_likelihoods, weighted_log_density, weighted_sum
 from .rows import take_data, take_rows, top_k
 
-__all__ = ["Coreset", "Model", "initial_theta", "initial_theta_spec", "log_joint", "log_likelihoods", "take_data",
-           "take_rows", "top_k", "validate", "weighted_log_density", "weighted_sum"]
+__all__ = ["Coreset", "Model", "initial_theta", "log_joint", "log_likelihoods", "take_data", "take_rows",
+           "top_k", "validate", "weighted_log_density", "weighted_sum"]

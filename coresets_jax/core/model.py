@@ -20,8 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 from ..compilation import full_precision
 
-__all__ = ["Model", "WeightedLogDensity", "initial_theta", "initial_theta_spec", "log_joint", "log_likelihoods",
-           "weighted_log_density", "weighted_sum"]
+__all__ = ["Model", "WeightedLogDensity", "initial_theta", "log_joint", "log_likelihoods", "weighted_log_density",
+           "weighted_sum"]
 
 Array = jax.Array
 
@@ -109,38 +109,16 @@ def log_joint(model: Model, theta: Array, data: Any, weights: Optional[Array] = 
     return weighted_log_density(model, data, weights)(theta)
 
 
-def initial_theta_spec(model: Model, data: Any, init: Any = None) -> Optional[jax.ShapeDtypeStruct]:
-    """The shape and dtype of the starting theta a fit on `data` takes: `init` as `jnp.asarray` makes it, else
-    what `initial_theta` returns, found without computing it; None where only computing it would tell (an
-    `init_params` that runs NumPy on the data) or there is none."""
-    if init is not None:
-        shape, dtype = np.shape(init), jax.dtypes.canonicalize_dtype(np.result_type(init))
-    elif model.init_params is not None:
-        try:
-            out = jax.eval_shape(model.init_params, data)
-        except Exception:  # noqa: BLE001
-            return None
-        shape, dtype = out.shape, out.dtype
-    elif model.dim is not None:
-        shape, dtype = (int(model.dim),), _zeros_dtype(data)
-    else:
-        return None
-    return jax.ShapeDtypeStruct(shape, dtype if jnp.issubdtype(dtype, jnp.floating) else jnp.float32)
-
-
-def _zeros_dtype(data: Any):
-    """The dtype of `initial_theta`'s zeros: the data's first leaf's, promoted to a float of at least 32 bits."""
-    dtype = jnp.promote_types(jnp.result_type(jax.tree_util.tree_leaves(data)[0]), jnp.float32)
-    return dtype if jnp.issubdtype(dtype, jnp.floating) else jnp.float32
-
-
 def initial_theta(model: Model, data: Any) -> Optional[Array]:
     """A starting theta: `model.init_params(data)`, else zeros of `model.dim`, else None."""
     if model.init_params is not None:
         theta = model.init_params(data)
         theta = jax.device_put(theta) if isinstance(theta, np.ndarray) else jnp.asarray(theta)
     elif model.dim is not None:
-        theta = jnp.asarray(np.zeros(int(model.dim), _zeros_dtype(data)))  # no eager compilation of jnp.zeros
+        leaf = jax.tree_util.tree_leaves(data)[0]
+        dtype = jnp.promote_types(jnp.result_type(leaf), jnp.float32)
+        dtype = dtype if jnp.issubdtype(dtype, jnp.floating) else jnp.float32
+        theta = jnp.asarray(np.zeros(int(model.dim), dtype))  # no eager compilation of jnp.zeros
     else:
         return None
     return theta if jnp.issubdtype(theta.dtype, jnp.floating) else theta.astype(jnp.float32)

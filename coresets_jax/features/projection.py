@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 from .. import progress as _progress
 from ..core import mesh as _mesh
-from ..compilation import Prefetched, compile_ahead, emitter_jit, fast_jit
+from ..compilation import emitter_jit, fast_jit
 from ..core import validate as _validate
 from ..core import checks as _checks
 from ..core.model import Model
@@ -242,30 +242,6 @@ def features(model: Model, data: Any, approx: Any, key_theta: Array, key_proj: A
     if not bool(stats[0]):
         _raise_non_finite(model, data, thetas, V)
     return V, stats
-
-
-def compile_features(model: Model, data: Any, key_theta: Array, key_proj: Array, norm: str, num_features: int,
-                     mean: jax.ShapeDtypeStruct, dtype=None) -> Prefetched:
-    """Start compiling the two programs of `features` for a Gaussian pi_hat whose mean has `mean`'s shape and
-    dtype, before pi_hat is fitted (`compilation.compile_ahead`), for data in memory on one device.
-
-    Why: `cj.coreset` compiles its solver in the background from its start, and XLA:CPU generates a program's
-    code on compiler threads shared by every compilation. A program compiled while the solver's code was
-    being generated waited behind it: the draws' program, 0.08 s on its own, took 0.8-1.0 s there, and the
-    data pass waited for it (OMP, N = 5e5 on 2 cores). Compiled ahead, both are ready before the fit is."""
-    n = _validate.num_rows(data)
-    dtype = check_dtype(dtype)
-    compute = jnp.promote_types(dtype, jnp.float32)
-    d = mean.shape[0]
-    cov = jax.ShapeDtypeStruct((d, d), mean.dtype)
-    draws = compile_ahead(_gaussian_draws_and_coords, key_theta, key_proj, mean, cov, norm, num_features)
-    thetas, coords = jax.eval_shape(functools.partial(_gaussian_draws_and_coords, norm=norm,
-                                                      num_features=num_features), key_theta, key_proj, mean, cov)
-    shape = (num_features, d)
-    project = compile_ahead(_project_checked, model, _cast_floats(data, compute),
-                            jax.ShapeDtypeStruct(shape, compute), coords, norm, _chunk(None, shape, n), dtype,
-                            _show_progress(data, n, shape))
-    return Prefetched.of(draws, project)
 
 
 def matrix_stats(V: Array) -> tuple[Array, Array, Array]:
