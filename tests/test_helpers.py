@@ -151,7 +151,10 @@ def _compilations(fn):
     from jax._src import monitoring
 
     names = []
-    listener = lambda name, secs, **kw: names.append(name) if name.endswith("backend_compile_duration") else None  # noqa: E731
+    def listener(name, secs, **kw):
+        if name.endswith("backend_compile_duration"):
+            names.append(name)
+
     monitoring.register_event_duration_secs_listener(listener)
     try:
         out = fn()

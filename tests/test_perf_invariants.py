@@ -210,7 +210,11 @@ def _backend_compiles():
     from jax._src import monitoring
 
     names = []
-    listener = lambda name, secs, **kw: names.append(name) if name.endswith("backend_compile_duration") else None  # noqa: E731
+
+    def listener(name, secs, **kw):
+        if name.endswith("backend_compile_duration"):
+            names.append(name)
+
     monitoring.register_event_duration_secs_listener(listener)
     return names, lambda: monitoring.unregister_event_duration_listener(listener)
 
