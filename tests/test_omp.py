@@ -18,7 +18,9 @@ from hypothesis import given, settings, strategies as st
 from scipy.optimize import nnls
 
 import coresets_jax as cj
-from coresets_jax.solvers import make_problem, ops
+from coresets_jax.construct import memory
+from coresets_jax.solvers import base as solvers_base, make_problem, ops
+from coresets_jax.solvers.base import problem_spec
 from coresets_jax.solvers.least_squares import dot_rows, residual_pair, two_prod
 
 
@@ -217,6 +219,22 @@ def test_target_is_correctly_rounded_whatever_the_row_order():
     for seed in range(3):
         perm = np.random.default_rng(seed).permutation(len(V))
         np.testing.assert_array_equal(np.asarray(make_problem(jnp.asarray(V[perm])).target), want)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_the_memory_check_reads_the_problems_shapes_without_tracing_its_target_sum(monkeypatch, dtype):
+    """`problem_spec` gives make_problem's shapes and dtypes, and `state_bytes` (run before every cj.coreset
+    of a vector method) counts OMP's true state from it without tracing the compensated target sum."""
+    shape = (3000, 40)
+    want = jax.eval_shape(make_problem, jax.ShapeDtypeStruct(shape, dtype))
+    got = problem_spec(shape, dtype)
+    assert [(a.shape, a.dtype) for a in got] == [(a.shape, a.dtype) for a in want]
+    omp = cj.methods()["omp"]
+    V = jnp.asarray(np.random.default_rng(0).standard_normal(shape), dtype)
+    state = omp.make(50).init(make_problem(V), jax.random.key(0))
+    nbytes = sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(state))
+    monkeypatch.setattr(solvers_base, "column_sum", lambda *a, **k: pytest.fail("traced the target sum"))
+    assert memory.state_bytes(omp, 50, shape, dtype) == nbytes
 
 
 def test_omp_error_does_not_depend_on_row_order():

@@ -1,12 +1,13 @@
 """Will a solver's state fit? Checked before anything is allocated (ours).
 
-A greedy solver's state grows with its capacity M, not only with V: OMP keeps the M x M Gram matrix of its
-support and a QR factor of the support rows, so `cj.coreset(..., size=50_000, method="omp")` at N = 10^5
-asked XLA for 70 GB and died with RESOURCE_EXHAUSTED after the projection had run. `check_fits` reads the
-state's shapes with `jax.eval_shape` of the solver's `init` (no allocation, no compilation), counts the
-loop's carry twice (XLA double-buffers a while loop's state) plus one more state's worth of temporaries, adds
-V, and compares that with the memory available on V's device: `MemAvailable` of /proc/meminfo for a CPU, the
-allocator's limit minus what is in use for an accelerator. A size that cannot fit is a ValueError naming
+A greedy solver's state grows with its capacity M, not only with V: OMP keeps a QR factor of its support
+rows (an M x M triangle R for the iterate and one for the best iterate), so `cj.coreset(..., size=50_000,
+method="omp")` at N = 10^5 asked XLA for 70 GB and died with RESOURCE_EXHAUSTED after the projection had
+run. `check_fits` reads the state's shapes with `jax.eval_shape` of the solver's `init` on the problem's
+shapes (`solvers.base.problem_spec`: no allocation, no compilation), counts the loop's carry twice (XLA
+double-buffers a while loop's state) plus one more state's worth of temporaries, adds V, and compares that
+with the memory available on V's device: `MemAvailable` of /proc/meminfo for a CPU, the allocator's limit
+minus what is in use for an accelerator. A size that cannot fit is a ValueError naming
 the size, the estimate and the memory available, before any solver work.
 """
 
@@ -19,7 +20,7 @@ import jax
 import numpy as np
 
 from ..registry import Construction
-from ..solvers.base import make_problem
+from ..solvers.base import problem_spec
 
 __all__ = ["available_bytes", "check_fits", "state_bytes"]
 
@@ -29,8 +30,8 @@ COPIES = 3   # the loop carry, its double buffer, and temporaries of the same or
 def state_bytes(construction: Construction, size: int, shape: tuple, dtype, options: tuple = ()) -> int:
     """Bytes of the solver's loop state for V of `shape` and `dtype`, from its shapes alone."""
     solver = construction.make(size, **dict(options))
-    V = jax.ShapeDtypeStruct(shape, dtype)
-    state = jax.eval_shape(lambda V, key: solver.init(make_problem(V), key), V, jax.random.key(0))
+    key = jax.eval_shape(jax.random.key, 0)  # abstract: no eager seeding program
+    state = jax.eval_shape(solver.init, problem_spec(tuple(shape), dtype), key)
     return int(sum(np.prod(x.shape) * np.dtype(x.dtype).itemsize for x in jax.tree_util.tree_leaves(state)
                    if hasattr(x, "shape")))
 
