@@ -89,7 +89,7 @@ def test_tol_arguments_are_checked():
 
 def test_a_size_that_cannot_fit_is_refused_before_any_work(monkeypatch):
     model, y = gaussian(d=2, n=3000)
-    # OMP keeps an M x M Gram matrix and a QR factor of its support: its state grows like M^2.
+    # OMP keeps QR factors of its support (M x M triangles): its state grows like M^2.
     omp = cj.methods()["omp"]
     small, large = (memory.state_bytes(omp, m, (3000, 500), jnp.float32) for m in (100, 2000))
     assert large > 100 * small

@@ -9,7 +9,7 @@ Layout, shared by every function here: A_S occupies the first n of k slots, in s
 is (k, k) upper triangular with A_S = Q[:, :n] R[:n, :n]; qty = Q^T y. Slots >= n are padding and are masked.
 
 - `qr_append`: one column more, by classical Gram-Schmidt with one re-orthogonalisation (CGS2, Giraud et al.
-  2005: orthogonal to working precision), O(J k); `qr_pivots`: the pivots a few columns would get.
+  2005: orthogonal to working precision), O(J k).
 - `qr_delete`: one column fewer, by Givens rotations, O(k (k + J)).
 - `solve_on_support`: z = R^{-1} Q^T y on the first n slots, O(k^2).
 - `active_set_nnls`: the inner loop of Lawson-Hanson (1974, ch. 23, steps 6-11) on these pieces.
@@ -32,7 +32,7 @@ import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
 __all__ = ["QR", "qr_append", "solve_on_support", "active_set_nnls", "qr_empty", "qr_delete",
-           "qr_delete_many", "qr_pivots", "two_sum", "two_prod", "residual", "residual_pair", "dot_rows",
+           "qr_delete_many", "two_sum", "two_prod", "residual", "residual_pair", "dot_rows",
            "round_nearest_plane"]
 
 Array = jax.Array
@@ -221,17 +221,6 @@ def qr_append(f: QR, column: Array, y: Array) -> tuple[QR, Array]:
     r = f.r.at[:, t].set(coef.at[t].set(rho))
     qr = QR(f.qt.at[t].set(qt), r, f.qty.at[t].set(jnp.dot(qt, y)), t + 1)
     return qr, rho / jnp.maximum(jnp.linalg.norm(column), jnp.finfo(rho.dtype).tiny)
-
-
-def qr_pivots(f: QR, columns: Array) -> Array:
-    """The pivots |R_tt| / ||column|| that `qr_append` would give each of `columns` (c, J), by the same CGS2
-    projection, without appending: ~0 for a column in the span of the support. O(c J k)."""
-    active = jnp.arange(f.r.shape[0]) < f.count
-    resid = columns
-    for _ in range(2):
-        resid = resid - jnp.where(active[None, :], resid @ f.qt.T, 0.0) @ f.qt
-    tiny = jnp.finfo(columns.dtype).tiny
-    return jnp.linalg.norm(resid, axis=1) / jnp.maximum(jnp.linalg.norm(columns, axis=1), tiny)
 
 
 def solve_on_support(f: QR) -> Array:

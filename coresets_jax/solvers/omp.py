@@ -78,8 +78,7 @@ import jax.numpy as jnp
 
 from ..core.validate import check_bool, check_nonneg_float, check_positive_int
 from .base import Problem, Solver, Support, matvec, sequential_under_vmap, support_empty, take_rows, top_k
-from .least_squares import (QR, active_set_nnls, dot_rows, qr_append, qr_empty, qr_pivots, residual_pair,
-                            round_nearest_plane)
+from .least_squares import QR, active_set_nnls, dot_rows, qr_append, qr_empty, residual_pair, round_nearest_plane
 from .ops import nnls_gram
 
 __all__ = ["omp", "OMPState", "nnls_default_tol"]
@@ -103,9 +102,10 @@ class OMPState(NamedTuple):
 
     The support holds rows with weight > 0 in slots [0, count) (compacted after every refit); chosen marks
     them, so that none is selected twice while it is in use; refused marks rows whose pivot was at round-off
-    (cleared when the support loses a row). gram and rhs cache V_S V_S^T and V_S y on the slots; the weights
-    are pairs support.weights + weights_lo, and resid + resid_lo is y - V_S^T w (compensated,
-    `least_squares`); kkt is the last NNLS optimality gap; qr factors V_S^T on the slots (exact NNLS only).
+    (cleared when the support loses a row). gram and rhs cache V_S V_S^T and V_S y on the slots for the Gram
+    route (exact_nnls=False; 1 x 1 placeholders otherwise); the weights are pairs support.weights +
+    weights_lo, and resid + resid_lo is y - V_S^T w (compensated, `least_squares`); kkt is the last NNLS
+    optimality gap (for info); qr factors V_S^T on the slots (exact NNLS only).
     errors[t] is the squared relative error after step t. best (with best_lo and best_r, its R) is the best
     iterate. marks (with marks_lo, marks_r, marks_error) holds, per size of `path_sizes` (leading axis K), the
     best iterate of the steps that began with fewer rows than that size; marks_open says which are still
@@ -137,6 +137,16 @@ class OMPState(NamedTuple):
     marks_r: jax.Array
     marks_error: jax.Array
     marks_open: jax.Array
+
+
+def _kkt_rows(rows: jax.Array, target: jax.Array, resid: jax.Array, x: jax.Array, mask: jax.Array) -> jax.Array:
+    """`_kkt` from the support rows and the residual y - V_S^T x (the exact NNLS keeps no Gram): the gradient
+    G x - b is -V_S r, the diagonal of G the rows' squared norms and b = V_S y."""
+    diag = jnp.sum(rows * rows, axis=1)
+    d = jnp.where((diag > 0) & mask, 1.0 / jnp.sqrt(jnp.where(diag > 0, diag, 1.0)), 0.0)
+    grad = -d * (rows @ resid)
+    viol = jnp.where(x > 0, jnp.abs(grad), jnp.maximum(-grad, 0.0)) * (d > 0)
+    return jnp.max(viol) / jnp.maximum(jnp.max(jnp.abs(d * (rows @ target))), jnp.finfo(rows.dtype).tiny)
 
 
 def _kkt(gram: jax.Array, rhs: jax.Array, x: jax.Array, mask: jax.Array) -> jax.Array:
@@ -195,9 +205,10 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
         dtype = problem.target.dtype
         n, dim = problem.V.shape
         qr = qr_empty(dim, size, dtype) if exact_nnls else qr_empty(1, 1, dtype)
+        cache = 1 if exact_nnls else size  # the Gram route's V_S V_S^T and V_S y
         one = jnp.ones((), dtype)
         return OMPState(support_empty(size, dtype), jnp.zeros(n, bool), jnp.zeros(n, bool),
-                        jnp.zeros((size, size), dtype), jnp.zeros(size, dtype), jnp.zeros(size, dtype),
+                        jnp.zeros((cache, cache), dtype), jnp.zeros(cache, dtype), jnp.zeros(size, dtype),
                         problem.target, jnp.zeros_like(problem.target), jnp.ones(_STEPS * size, dtype),
                         jnp.zeros((), dtype), qr, jnp.asarray(0), jnp.asarray(False),
                         support_empty(size, dtype), jnp.zeros(size, dtype), jnp.zeros_like(qr.r), one, one,
@@ -239,17 +250,22 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
             cand, rows_c, exact = cand[order], rows_c[order], exact[order]
             above = exact > floor
             thresh = _PIVOT * eps
-            appended, pivot = qr_append(s.qr, rows_c[0], problem.target)
+            n_cand = cand.shape[0]
 
-            def first_clear():  # the usual case: the best candidate is clear of the support's span
-                return above, jnp.asarray(0), jnp.asarray(True), appended
+            def unclear(c):  # none taken yet, and candidate i is above the floor (`above` is sorted)
+                i, found = c[0], c[1]
+                return ~found & (i < n_cand) & above[jnp.minimum(i, n_cand - 1)]
 
-            def next_clear():
-                clear = above & (qr_pivots(s.qr, rows_c) > thresh)
-                pick = jnp.argmax(clear)
-                return clear, pick, jnp.any(clear), qr_append(s.qr, rows_c[pick], problem.target)[0]
+            def try_next(c):  # append candidate i; it is taken if it is above the floor and clear of round-off
+                i, _, _ = c
+                appended, pivot = qr_append(s.qr, rows_c[i], problem.target)
+                return i + 1, above[i] & (pivot > thresh), appended
 
-            clear, pick, found, appended = jax.lax.cond(above[0] & (pivot > thresh), first_clear, next_clear)
+            # one candidate at a time, in order, until one is clear: the first, in the usual case
+            tried, found, appended = jax.lax.while_loop(unclear, try_next,
+                                                        (jnp.asarray(0), jnp.asarray(False), s.qr))
+            pick = jnp.where(found, tried - 1, 0)
+            clear = found & (jnp.arange(n_cand) == pick)
             f = cand[pick]
             add = found & (t < size)
             none_above = ~above[0]
@@ -265,17 +281,18 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
         count = t + add.astype(t.dtype)
         active = jnp.arange(size) < count
         rows = take_rows(problem.V, indices).astype(dtype)
-        col = jnp.where(active, rows @ rows[slot], 0.0)
-        gram = jnp.where(add, s.gram.at[:, slot].set(col).at[slot, :].set(col), s.gram)
-        rhs = jnp.where(add, s.rhs.at[slot].set(jnp.dot(rows[slot], problem.target)), s.rhs)
+        gram, rhs = s.gram, s.rhs  # the Gram route's cache (exact_nnls: unused)
         if exact_nnls:  # Lawson-Hanson from the previous weights, the new coordinate at 0 (feasible)
             x0 = jnp.where(add, s.support.weights.at[slot].set(0.0), s.support.weights)
             x0_lo = jnp.where(add, s.weights_lo.at[slot].set(0.0), s.weights_lo)
             x, x_lo, keep, qr, (resid, resid_lo) = active_set_nnls(rows.T, problem.target, x0, qr, x_lo=x0_lo,
                                                                    refine=_REFINE, r0=(s.resid, s.resid_lo))
             keep = keep & active & (x > 0)
-            kkt = _kkt(gram, rhs, x, keep)
+            kkt = _kkt_rows(rows, problem.target, resid, x, keep)
         else:  # warm start: previous weights plus the exact non-negative step on the new coordinate
+            col = jnp.where(active, rows @ rows[slot], 0.0)
+            gram = jnp.where(add, s.gram.at[:, slot].set(col).at[slot, :].set(col), s.gram)
+            rhs = jnp.where(add, s.rhs.at[slot].set(jnp.dot(rows[slot], problem.target)), s.rhs)
             step0 = jnp.maximum(take_rows(corr, f), 0.0) / jnp.maximum(col[slot], jnp.finfo(dtype).tiny)
             x0 = jnp.where(add, s.support.weights.at[slot].set(step0), s.support.weights)
             res = nnls_gram(gram, rhs, x0, active, nnls_max_iter, tol)
@@ -291,8 +308,9 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
         chosen = s.chosen.at[f].set(take_rows(s.chosen, f) | add)
         chosen = chosen.at[indices].set(jnp.where(active & ~keep, False, take_rows(chosen, indices)))
         refused = refused & ~jnp.any(active & ~keep)  # a smaller span: refused rows may be clear again
-        indices, x, x_lo, gram, rhs = _compact(keep, (indices, (0,)), (x, (0,)), (x_lo, (0,)), (gram, (0, 1)),
-                                               (rhs, (0,)))
+        indices, x, x_lo = _compact(keep, (indices, (0,)), (x, (0,)), (x_lo, (0,)))
+        if not exact_nnls:
+            gram, rhs = _compact(keep, (gram, (0, 1)), (rhs, (0,)))
         count = jnp.sum(keep).astype(t.dtype)
         idle = jnp.where(add, 0, s.idle + 1)
         support = Support(indices, x, count)
