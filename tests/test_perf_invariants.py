@@ -151,6 +151,36 @@ def test_coreset_prefetches_its_solver_and_its_call_uses_that_executable(monkeyp
     np.testing.assert_array_equal(np.asarray(cs.weights), np.asarray(again.weights))
 
 
+def test_coreset_lowers_its_laplace_fit_before_it_starts_compiling_its_solver(monkeypatch):
+    """cj.coreset lowers the Laplace fit's program and compiles it in the background before it starts the
+    solver's background compilation (tracing the solver beside the fit's tracing slowed the fit, which the
+    projection waits for). The fit must be compiled once (its call finds that executable), the solver's
+    prefetch must start once, after the fit is lowered, and the coreset must be the one without prefetching."""
+    from coresets_jax import compilation
+    from coresets_jax.weighting import pihat
+
+    events = []
+    real_prefetch, real_lowered = compilation.prefetch, compilation.compile_lowered
+    monkeypatch.setattr(compilation, "prefetch", lambda *a, **k: events.append("solver") or real_prefetch(*a, **k))
+    monkeypatch.setattr(compilation, "compile_lowered",
+                        lambda lowered: events.append("fit" if "jit_fit" in lowered.as_text()[:2000] else "other")
+                        or real_lowered(lowered))
+    monkeypatch.setattr(compilation.os, "cpu_count", lambda: 2)
+    ds = cj.data.synthetic_logistic(jax.random.key(0), 1200)
+    model = cj.models.logistic_regression(prior_scale=1.25)  # a model no other test fits
+    kwargs = dict(size=29, method="omp", key=jax.random.key(4), num_features=41)
+    cs = cj.coreset(model, ds.train, **kwargs)
+    assert events == ["fit", "solver"], events
+    fit = pihat._compiled(model, "newton", 1.0, 50, 1e-6, None)
+    assert fit._cache_size() == 1  # compiled once, in the background; the call found it
+    monkeypatch.setattr(compilation, "PREFETCH", False)
+    events.clear()
+    again = cj.coreset(model, ds.train, **kwargs)
+    assert events == ["solver"]  # the solver's prefetch is itself a no-op with PREFETCH off
+    np.testing.assert_array_equal(np.asarray(cs.indices), np.asarray(again.indices))
+    np.testing.assert_array_equal(np.asarray(cs.weights), np.asarray(again.weights))
+
+
 def test_sample_compiles_its_sampler_in_the_background_once_with_the_same_draws(monkeypatch):
     """cj.sample traces its sampler in the caller's thread and compiles it on another core while the starting
     points compile and run (`compilation.compile_lowered`). The run must then find that executable: as many

@@ -144,9 +144,16 @@ def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = N
         dim = _parameter_dim(model, data, pi_hat, init)
         if dim is not None:
             num_features = _default_features(construction, dim, size, v_rows, pi_hat)
-    prefetched = None if num_features is None else fits_then_prefetch(num_features)
-    approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
-    if num_features is None:  # D from pi_hat itself (a model with neither dim nor init_params)
+    prefetched = None
+    if num_features is not None:  # the memory check at once; the solver's compilation once pi_hat's is lowered
+        check_fits(construction, size, (v_rows, num_features), jnp.float32 if dtype is None else dtype,
+                   _device_of(data), solver_options)
+        started = []
+        approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n,
+                                then=lambda: started.append(fits_then_prefetch(num_features)))
+        prefetched = started[0]
+    else:  # D from pi_hat itself (a model with neither dim nor init_params)
+        approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
         num_features = _default_features(construction, _draw_dim(approx, key_theta), size, v_rows, pi_hat)
         prefetched = fits_then_prefetch(num_features)
     V, stats, target, picked = _vectors(model, data, approx, key_theta, key_proj, norm, num_features, dtype,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -106,14 +106,17 @@ def start_from(approx: Any, key: jax.Array, num: int = 256) -> Start:
 
 
 def resolve_pi_hat(pi_hat: Any, model: Model, data: Any, key: jax.Array, init: Any = None,
-                   checked_n: Optional[int] = None):
+                   checked_n: Optional[int] = None, then: Optional[Callable[[], Any]] = None):
     """pi_hat as an object with `.sample(key, num)`: None or "laplace" (a Laplace fit on `data`), "prior", an
     (S, D) array of samples, or such an object itself. The one place a pi_hat argument is read (`coreset`,
     `merged_coreset`, `stream_coreset`). `checked_n`: N, when the caller has checked model and data already
-    (the Laplace fit then does not check them again)."""
+    (the Laplace fit then does not check them again). `then` is called exactly once: once a Laplace fit's
+    program is lowered (`pihat.laplace_checked`), else before pi_hat is resolved."""
+    if (pi_hat is None or (isinstance(pi_hat, str) and pi_hat == "laplace")) and checked_n is not None:
+        return _pihat.laplace_checked(model, data, checked_n, key, init=init, then=then)
+    if then is not None:
+        then()
     if pi_hat is None or (isinstance(pi_hat, str) and pi_hat == "laplace"):
-        if checked_n is not None:
-            return _pihat.laplace_checked(model, data, checked_n, key, init=init)
         return _pihat.laplace(model, data, key=key, init=init)
     if isinstance(pi_hat, str):
         if pi_hat == "prior":

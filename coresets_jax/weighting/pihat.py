@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Any, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ..core import mesh as _mesh
+from .. import compilation
 from ..compilation import fast_jit
 from ..core import validate as _validate
 from ..core import Model, initial_theta
@@ -169,9 +170,12 @@ def laplace(model: Model, data: Any, key: Optional[Array] = None, *, init: Optio
 def laplace_checked(model: Model, data: Any, n: int, key: Optional[Array] = None, *, init: Optional[Array] = None,
                     method: str = "newton", subsample: Optional[int] = None, max_iter: int = 50,
                     tol: float = 1e-6, learning_rate: Optional[float] = None,
-                    weights: Optional[Array] = None) -> GaussianApproximation:
+                    weights: Optional[Array] = None, then: Optional[Callable[[], Any]] = None
+                    ) -> GaussianApproximation:
     """`laplace` for a caller that has already run `check_model_data(model, data)` (it returned N = n):
-    `cj.coreset` checks the model and the data once, at its own boundary, not again for pi_hat."""
+    `cj.coreset` checks the model and the data once, at its own boundary, not again for pi_hat. `then`: called
+    once the fit's program is lowered, while it compiles in the background (`cj.coreset` starts its solver's
+    compilation there: tracing it earlier slowed the fit's own tracing, which the projection waits for)."""
     _validate.check_choice(method, ("newton", "optax"), "method")
     if init is None:
         init = initial_theta(model, data)
@@ -201,6 +205,10 @@ def laplace_checked(model: Model, data: Any, n: int, key: Optional[Array] = None
         weights = None if weights is None else weights[rows]
         scale = n / subsample
     fit = _compiled(model, method, float(scale), int(max_iter), float(tol), learning_rate)
+    if then is not None:  # the fit's program first (it traces the model here), then the caller's work
+        compiling = compilation.compile_ahead(fit, data, theta0, weights)
+        then()
+        compiling.wait()
     try:
         approx = fit(data, theta0, weights)
     except TypeError as err:
