@@ -133,29 +133,31 @@ def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = N
     solver_options = construction.check_options({k: v for k, v in options.items()
                                                  if k not in ("refit", "compress", "compress_tol")})
 
-    def fits_then_prefetch(j: int):
-        """Check that the solver's state fits, then compile the solver on one core while pi_hat and the
-        projection pass over the data on the others (V's shape and dtype are known before either)."""
+    def check_state_fits(j: int) -> None:
+        """ValueError, before any work, if the solver's state for V of (rows, j) cannot fit."""
         check_fits(construction, size, (v_rows, j), jnp.float32 if dtype is None else dtype, _device_of(data),
                    solver_options)
+
+    def prefetch(j: int):
+        """Compile the solver on one core while pi_hat and the projection pass over the data on the others
+        (V's shape and dtype are known before either)."""
         return _prefetch(construction, size, options, data, v_rows, j, dtype, key_solve)
 
     if num_features is None:
         dim = _parameter_dim(model, data, pi_hat, init)
         if dim is not None:
             num_features = _default_features(construction, dim, size, v_rows, pi_hat)
-    prefetched = None
-    if num_features is not None:  # the memory check at once; the solver's compilation once pi_hat's is lowered
-        check_fits(construction, size, (v_rows, num_features), jnp.float32 if dtype is None else dtype,
-                   _device_of(data), solver_options)
+    if num_features is not None:  # the solver's compilation starts once pi_hat's program is lowered
+        check_state_fits(num_features)
         started = []
         approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n,
-                                then=lambda: started.append(fits_then_prefetch(num_features)))
+                                then=lambda: started.append(prefetch(num_features)))
         prefetched = started[0]
     else:  # D from pi_hat itself (a model with neither dim nor init_params)
         approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
         num_features = _default_features(construction, _draw_dim(approx, key_theta), size, v_rows, pi_hat)
-        prefetched = fits_then_prefetch(num_features)
+        check_state_fits(num_features)
+        prefetched = prefetch(num_features)
     V, stats, target, picked = _vectors(model, data, approx, key_theta, key_proj, norm, num_features, dtype,
                                         candidates, n)
     compress, compress_tol = options.pop("compress", "auto"), options.pop("compress_tol", 3e-3)
