@@ -58,7 +58,10 @@ vs_peers' fixed route at N = 5e5 took 0.82-0.83x of its first-call time. Left on
 passes of the Laplace fit (2.3x slower compiled on Poisson regression), the certificate's full passes over
 N x S (1.45x), full-data chains (2.7x), larger coresets' chains (1.15-1.2x) and the posterior-driven loops.
 `emitter_jit` applies them to a program that compiles for a CPU; on other platforms, and with the environment variable
-CORESETS_JAX_LEGACY_EMITTERS=0, programs compile with XLA's defaults.
+CORESETS_JAX_LEGACY_EMITTERS=0, programs compile with XLA's defaults. So they do where this jaxlib's XLA:CPU no
+longer has the option (JAX 0.11 refuses every program that names it: "No such compile option"):
+`legacy_emitters()` compiles an identity program with the options once per process (about 7 ms) and returns
+them only when XLA accepted them.
 
 `LOOP_COMPILE`: XLA options for the loop programs (the sampler of `cj.sample`, the posterior-driven cores),
 empty: XLA's defaults. Level 1 instead of 2 was measured in fresh processes on the N = 569 problem of
@@ -82,7 +85,7 @@ from jax.experimental.compilation_cache import compilation_cache as _jax_cache
 
 __all__ = ["ENV_NO_CACHE", "FAST_COMPILE", "LEGACY_EMITTERS", "LOOP_COMPILE", "MATMUL_PRECISION", "MIN_COMPILE_TIME",
            "PREFETCH", "Prefetched", "compilation_cache", "default_cache_dir", "emitter_jit", "fast_jit",
-           "full_precision", "full_precision_factory", "loop_jit_options", "prefetch"]
+           "full_precision", "full_precision_factory", "legacy_emitters", "loop_jit_options", "prefetch"]
 
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 LOOP_COMPILE: dict = {}
@@ -142,6 +145,37 @@ def fast_jit(fun: Callable, **jit_kwargs) -> Callable:
     return _EmitterJit(fun, compiler_options=FAST_COMPILE, **jit_kwargs)
 
 
+_ACCEPTED: dict = {}  # LEGACY_EMITTERS' items -> whether this process's XLA:CPU accepts them
+_ACCEPTED_LOCK = threading.Lock()
+
+
+def legacy_emitters() -> dict:
+    """`LEGACY_EMITTERS` when this jaxlib's XLA:CPU accepts them, else {} (XLA's defaults). XLA checks a
+    program's options when it compiles it and refuses an unknown one, so one identity program is compiled with
+    them, once per process and setting; what it answers is kept."""
+    options = dict(LEGACY_EMITTERS)
+    if not options:
+        return {}
+    items = tuple(sorted(options.items()))
+    with _ACCEPTED_LOCK:  # background compilations ask too
+        if items not in _ACCEPTED:
+            _ACCEPTED[items] = _cpu_accepts(options)
+        return options if _ACCEPTED[items] else {}
+
+
+def _cpu_accepts(options: dict) -> bool:
+    try:
+        cpu = jax.devices("cpu")[0]
+    except RuntimeError:  # no CPU backend: nothing compiles for one
+        return False
+    arg = jax.ShapeDtypeStruct((), "float32", sharding=jax.sharding.SingleDeviceSharding(cpu))
+    try:
+        jax.jit(lambda x: x, compiler_options=options).lower(arg).compile()
+    except jax.errors.JaxRuntimeError:  # "No such compile option" (JAX 0.11) or a value XLA refuses
+        return False
+    return True
+
+
 def _compiles_for_cpu(args: Any) -> bool:
     """Whether a program called on `args` compiles for a CPU: every array (or ShapeDtypeStruct with a sharding)
     lives on CPU devices, or, with none, JAX's default backend is the CPU. False inside another trace (there
@@ -175,7 +209,9 @@ class _EmitterJit:
         return tuple({id(j): j for j in (self._nested, self._plain, self._legacy)}.values())
 
     def _pick(self, args: Any, kwargs: Any) -> Callable:
-        return self._legacy if _compiles_for_cpu((args, kwargs)) else self._plain
+        if self._legacy is not self._plain and _compiles_for_cpu((args, kwargs)) and legacy_emitters():
+            return self._legacy
+        return self._plain
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         jitted = self._pick(args, kwargs)

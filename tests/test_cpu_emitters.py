@@ -29,6 +29,8 @@ def softplus_sum_numpy(x):
 
 
 def test_cpu_calls_compile_with_the_classic_emitters():
+    if not compilation.legacy_emitters():
+        pytest.skip("this jaxlib's XLA:CPU has no classic emitters (JAX 0.11 and later)")
     f = compilation.emitter_jit(softplus_sum_fn())
     x = jnp.linspace(-4.0, 4.0, 1001, dtype=jnp.float32)
     np.testing.assert_allclose(float(f(x)), softplus_sum_numpy(x), rtol=1e-5)
@@ -57,6 +59,28 @@ def test_switched_off_gives_xla_defaults(monkeypatch):
     f(x)
     assert f._legacy is f._plain and f._plain._cache_size() == 1
     assert tuple(f.lower(x)._lowering._compiler_options_kvs or ()) == ()
+
+
+def test_an_option_that_this_xla_does_not_know_leaves_xla_defaults(monkeypatch):
+    # JAX 0.11's XLA:CPU dropped xla_cpu_use_fusion_emitters and refuses every program that names it; a name
+    # that no XLA knows plays that part here
+    unknown = {"xla_cpu_option_that_no_xla_has": False}
+    monkeypatch.setattr(compilation, "LEGACY_EMITTERS", unknown)
+    with pytest.raises(jax.errors.JaxRuntimeError, match="compile option"):
+        jax.jit(lambda y: y + 1.0, compiler_options=unknown)(jnp.ones(2))
+    assert compilation.legacy_emitters() == {}
+    f = compilation.emitter_jit(softplus_sum_fn())
+    x = jnp.linspace(-2.0, 2.0, 33, dtype=jnp.float32)
+    np.testing.assert_allclose(float(f(x)), softplus_sum_numpy(x), rtol=1e-5)
+    assert f._plain._cache_size() == 1 and f._legacy._cache_size() == 0
+    assert tuple(f.lower(x)._lowering._compiler_options_kvs or ()) == ()
+    # a solver compiled earlier with the real option switches too, and gives the same coreset
+    V = jnp.asarray(np.random.default_rng(5).normal(size=(400, 12)) + 0.3, jnp.float32)
+    plain = jax.jit(build_fn("omp", 10))(V, jax.random.key(1))
+    ours = cj.build(V, 10, "omp", key=jax.random.key(1))
+    np.testing.assert_array_equal(np.asarray(ours.dense(400)), np.asarray(plain.dense(400)))
+    monkeypatch.setattr(compilation, "LEGACY_EMITTERS", {"xla_cpu_use_fusion_emitters": False})
+    assert compilation.legacy_emitters() in ({}, {"xla_cpu_use_fusion_emitters": False})
 
 
 def test_what_counts_as_a_cpu_compilation():
