@@ -89,7 +89,9 @@ def environment() -> dict:
             "platform": platform.platform(), "python": platform.python_version(),
             "x64": bool(jax.config.jax_enable_x64), "git_commit": commit,
             "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "note": ("shared 2-core CPU (several users); timings vary by +-20% run to run"
+            # BENCH_MACHINE_NOTE: what the defaults cannot tell, e.g. a lent GPU machine's host CPU alone
+            "note": os.environ.get("BENCH_MACHINE_NOTE") or (
+                     f"shared {os.cpu_count()}-core CPU (several users); timings vary by +-20% run to run"
                      if jax.default_backend() == "cpu" else
                      f"one {getattr(dev, 'device_kind', jax.default_backend())} on a lent machine with "
                      f"{os.cpu_count()} CPU cores, used by this run alone")}

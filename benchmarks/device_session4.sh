@@ -43,7 +43,9 @@ blackjax.__version__, jax.devices(), 'host cores', __import__('os').cpu_count())
     echo "== A exit $?"; pack; }
     step B && {
     echo "== B: our fixed route on the host CPU alone"
-    JAX_PLATFORMS=cpu timeout "${LIMIT_B:-70}" $PY benchmarks/vs_peers.py --models logistic10 \
+    JAX_PLATFORMS=cpu BENCH_MACHINE_NOTE="the host CPU alone (JAX_PLATFORMS=cpu, $(nproc) cores) of a machine with \
+one $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), used by this run alone" \
+        timeout "${LIMIT_B:-70}" $PY benchmarks/vs_peers.py --models logistic10 \
         --sizes 500000 1000000 --contenders ours_fixed --budget 30 --warm-max 40 --tag _gpu_host_cpu \
         --v-memory-gib 60 --no-long-reference --out "$RES"
     echo "== B exit $?"; pack; }

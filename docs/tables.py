@@ -724,6 +724,12 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "vs_peers_h200_f32": lambda with_commit: table_vs_peers(with_commit, "vs_peers_h200_f32", H200_FLOAT32),
     "vs_peers_h200_host_chains": lambda with_commit: table_vs_peers(with_commit, "vs_peers_h200_host_chains",
                                                                     H200_FLOAT32),
+    "vs_peers_h200_jax011_first": lambda with_commit: table_vs_peers(with_commit, "vs_peers_h200_jax011_first",
+                                                                     H200_FLOAT32),
+    "vs_peers_h200_jax011": lambda with_commit: table_vs_peers(with_commit, "vs_peers_h200_jax011", H200_FLOAT32),
+    "vs_peers_h200_host_cpu": lambda with_commit: table_vs_peers(
+        with_commit, "vs_peers_h200_host_cpu", "Our route alone, with `JAX_PLATFORMS=cpu`: the GPU unused. "),
+    "coreset_mcmc_scale_h200": lambda with_commit: table_coreset_mcmc_scale(with_commit, "coreset_mcmc_scale_h200"),
 }
 
 
