@@ -59,9 +59,8 @@ passes of the Laplace fit (2.3x slower compiled on Poisson regression), the cert
 N x S (1.45x), full-data chains (2.7x), larger coresets' chains (1.15-1.2x) and the posterior-driven loops.
 `emitter_jit` applies them to a program that compiles for a CPU; on other platforms, and with the environment variable
 CORESETS_JAX_LEGACY_EMITTERS=0, programs compile with XLA's defaults. So they do where this jaxlib's XLA:CPU no
-longer has the option (JAX 0.11 refuses every program that names it: "No such compile option"):
-`legacy_emitters()` compiles an identity program with the options once per process (about 7 ms) and returns
-them only when XLA accepted them.
+longer has the option (JAX 0.11 refuses every program that names it: "No such compile option"): the first
+refusal is recorded (`legacy_emitters()`), and that program and every later one compile with XLA's defaults.
 
 `LOOP_COMPILE`: XLA options for the loop programs (the sampler of `cj.sample`, the posterior-driven cores),
 empty: XLA's defaults. Level 1 instead of 2 was measured in fresh processes on the N = 569 problem of
@@ -145,34 +144,25 @@ def fast_jit(fun: Callable, **jit_kwargs) -> Callable:
     return _EmitterJit(fun, compiler_options=FAST_COMPILE, **jit_kwargs)
 
 
-_ACCEPTED: dict = {}  # LEGACY_EMITTERS' items -> whether this process's XLA:CPU accepts them
-_ACCEPTED_LOCK = threading.Lock()
+_REFUSED: set = set()  # LEGACY_EMITTERS' items that this process's XLA:CPU refused
 
 
 def legacy_emitters() -> dict:
-    """`LEGACY_EMITTERS` when this jaxlib's XLA:CPU accepts them, else {} (XLA's defaults). XLA checks a
-    program's options when it compiles it and refuses an unknown one, so one identity program is compiled with
-    them, once per process and setting; what it answers is kept."""
+    """`LEGACY_EMITTERS`, or {} (XLA's defaults) once this jaxlib's XLA:CPU has refused them. XLA reads a
+    program's options when it compiles it and refuses an unknown one before any work, so the first program
+    compiled with them is the test: `_EmitterJit` then records the refusal and compiles that program, and every
+    later one, with XLA's defaults. Nothing is compiled only to ask."""
     options = dict(LEGACY_EMITTERS)
-    if not options:
-        return {}
-    items = tuple(sorted(options.items()))
-    with _ACCEPTED_LOCK:  # background compilations ask too
-        if items not in _ACCEPTED:
-            _ACCEPTED[items] = _cpu_accepts(options)
-        return options if _ACCEPTED[items] else {}
+    return {} if not options or tuple(sorted(options.items())) in _REFUSED else options
 
 
-def _cpu_accepts(options: dict) -> bool:
-    try:
-        cpu = jax.devices("cpu")[0]
-    except RuntimeError:  # no CPU backend: nothing compiles for one
+def _refused(err: Exception) -> bool:
+    """Whether `err` is XLA refusing `LEGACY_EMITTERS` (JAX 0.11: "No such compile option"); if so, recorded."""
+    text = str(err)
+    if not isinstance(err, jax.errors.JaxRuntimeError) or "compile option" not in text \
+            or not any(name in text for name in LEGACY_EMITTERS):
         return False
-    arg = jax.ShapeDtypeStruct((), "float32", sharding=jax.sharding.SingleDeviceSharding(cpu))
-    try:
-        jax.jit(lambda x: x, compiler_options=options).lower(arg).compile()
-    except jax.errors.JaxRuntimeError:  # "No such compile option" (JAX 0.11) or a value XLA refuses
-        return False
+    _REFUSED.add(tuple(sorted(LEGACY_EMITTERS.items())))
     return True
 
 
@@ -221,6 +211,10 @@ class _EmitterJit:
             if jitted is self._nested or "compiler_options" not in str(err):
                 raise
             return self._nested(*args, **kwargs)
+        except jax.errors.JaxRuntimeError as err:  # this XLA:CPU has no such option (`legacy_emitters`)
+            if jitted is not self._legacy or not _refused(err):
+                raise
+            return self._plain(*args, **kwargs)
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         return self._pick(args, kwargs).lower(*args, **kwargs)
@@ -312,8 +306,8 @@ def _in_background(task: Callable[[], Any], name: str) -> Prefetched:
     def run():
         try:
             task()
-        except Exception:  # noqa: BLE001 (the call itself raises it, in the caller's thread)
-            pass
+        except Exception as err:  # noqa: BLE001 (the call itself raises it, in the caller's thread)
+            _refused(err)  # XLA:CPU refusing the classic emitters: the later programs leave them out
 
     thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()

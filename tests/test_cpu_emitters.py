@@ -61,19 +61,33 @@ def test_switched_off_gives_xla_defaults(monkeypatch):
     assert tuple(f.lower(x)._lowering._compiler_options_kvs or ()) == ()
 
 
+def _raise(_):
+    raise RuntimeError("boom")
+
+
 def test_an_option_that_this_xla_does_not_know_leaves_xla_defaults(monkeypatch):
     # JAX 0.11's XLA:CPU dropped xla_cpu_use_fusion_emitters and refuses every program that names it; a name
     # that no XLA knows plays that part here
     unknown = {"xla_cpu_option_that_no_xla_has": False}
     monkeypatch.setattr(compilation, "LEGACY_EMITTERS", unknown)
+    monkeypatch.setattr(compilation, "_REFUSED", set())
     with pytest.raises(jax.errors.JaxRuntimeError, match="compile option"):
         jax.jit(lambda y: y + 1.0, compiler_options=unknown)(jnp.ones(2))
-    assert compilation.legacy_emitters() == {}
+    # nothing is compiled only to ask: the first program compiled with the options is the test
+    assert compilation.legacy_emitters() == unknown
     f = compilation.emitter_jit(softplus_sum_fn())
     x = jnp.linspace(-2.0, 2.0, 33, dtype=jnp.float32)
     np.testing.assert_allclose(float(f(x)), softplus_sum_numpy(x), rtol=1e-5)
-    assert f._plain._cache_size() == 1 and f._legacy._cache_size() == 0
+    assert compilation.legacy_emitters() == {}
+    assert f._plain._cache_size() == 1  # the refused program was compiled again with XLA's defaults
     assert tuple(f.lower(x)._lowering._compiler_options_kvs or ()) == ()
+    # another program's error is not taken for a refusal
+    bad = jax.jit(lambda y: jax.pure_callback(_raise, jax.ShapeDtypeStruct((), jnp.float32), y))
+    monkeypatch.setattr(compilation, "_REFUSED", set())
+    with pytest.raises(Exception, match="boom") as caught:
+        bad(jnp.ones(()))
+    assert not compilation._refused(caught.value) and compilation.legacy_emitters() == unknown
+    monkeypatch.setattr(compilation, "_REFUSED", {tuple(sorted(unknown.items()))})
     # a solver compiled earlier with the real option switches too, and gives the same coreset
     V = jnp.asarray(np.random.default_rng(5).normal(size=(400, 12)) + 0.3, jnp.float32)
     plain = jax.jit(build_fn("omp", 10))(V, jax.random.key(1))

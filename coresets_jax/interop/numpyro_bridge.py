@@ -67,6 +67,17 @@ def _carries_axis(value: Any, n: int) -> bool:
     return bool(leaves) and all(hasattr(leaf, "shape") and _leading(leaf) == n for leaf in leaves)
 
 
+def _first_row(a: Any) -> Any:
+    """a[:1]. A jax.Array on one CPU device is sliced through its NumPy view (no copy): `a[:1]` would compile a
+    program for the slice on a first call, 20 ms per array of every cold `from_numpyro`."""
+    if isinstance(a, jax.Array) and a.ndim and a.is_fully_addressable and len(a.devices()) == 1:
+        device = next(iter(a.devices()))
+        if device.platform == "cpu":
+            row = np.array(np.asarray(a)[:1])
+            return jax.device_put(row, device) if a.committed else jax.device_put(row)
+    return a[:1]
+
+
 def _trace(model_fn, bound_args, bound_kwargs, substitute_fn=None, seed=None):
     _, handlers, _ = _numpyro()
     fn = model_fn
@@ -178,7 +189,7 @@ def from_numpyro(model_fn: Callable, *args, **kwargs) -> tuple[Model, Any]:
         call = inspect.BoundArguments(sig, {k: values[k] for k in bound.arguments})
         return call.args, call.kwargs
 
-    one_row = jax.tree_util.tree_map(lambda a: a[:1], data)
+    one_row = jax.tree_util.tree_map(_first_row, data)
     proto_args, proto_kwargs = call_args(one_row)
     proto = _probe(model_fn, proto_args, proto_kwargs)
 
@@ -202,8 +213,15 @@ def from_numpyro(model_fn: Callable, *args, **kwargs) -> tuple[Model, Any]:
     def unconstrained_value(site):
         return biject_to(site["fn"].support).inv(site["value"])
 
-    template = {name: jnp.zeros(spec.shape, spec.dtype) for name, spec in proto.unconstrained.items()}
-    flat0, unravel = ravel_pytree(template)
+    unravels: list = []  # ravel_pytree's unravel holds sizes, shapes and dtypes only, no traced values
+
+    def flatten(params: dict) -> Array:
+        flat, unravel_fn = ravel_pytree(params)
+        unravels.append(unravel_fn)
+        return flat
+
+    flat0 = jax.eval_shape(flatten, dict(proto.unconstrained))  # shapes alone: no eager program to compile
+    unravel = unravels[0]
     dim = int(flat0.shape[0])
     dtype = jnp.promote_types(flat0.dtype, jnp.float32)
 

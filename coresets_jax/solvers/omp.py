@@ -75,6 +75,7 @@ from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..core.validate import check_bool, check_nonneg_float, check_positive_int
 from .base import Problem, Solver, Support, matvec, sequential_under_vmap, support_empty, take_rows, top_k
@@ -197,7 +198,7 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
     if nnls_tol is not None:
         nnls_tol = check_nonneg_float(nnls_tol, "nnls_tol")
     path_sizes = _check_path_sizes(path_sizes, size)
-    marks_at = jnp.asarray(path_sizes, jnp.int32).reshape(-1)
+    marks_at = np.asarray(path_sizes, np.int32).reshape(-1)  # NumPy: no eager program at construction
     num_marks = len(path_sizes)
 
     def init(problem: Problem, key: jax.Array) -> OMPState:
