@@ -710,6 +710,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "vs_peers_ahead": lambda with_commit: table_vs_peers(with_commit, "vs_peers_ahead"),
     "vs_peers_final2": lambda with_commit: table_vs_peers(with_commit, "vs_peers_final2"),
     "route_commits_session2": lambda with_commit: table_route_commits(with_commit, "route_commits_session2"),
+    "route_commits_session3": lambda with_commit: table_route_commits(with_commit, "route_commits_session3"),
     "vs_peers_final3": lambda with_commit: table_vs_peers(with_commit, "vs_peers_final3"),
     "cold_path_quality": table_cold_path_quality,
     "certify_precision": table_certify_precision,
