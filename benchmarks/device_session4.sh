@@ -64,6 +64,7 @@ one $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), 
         -p no:cacheprovider > "$RES/pytest_fast_host_cpu.txt" 2>&1
     echo "== T exit $?"; tail -n 40 "$RES/pytest_fast_host_cpu.txt"; pack; }
     date -u
-} 2>&1 | grep -v --line-buffered "^ *warn(\|FutureWarning\|ArviZ is undergoing\|Some upcoming changes\|migration_guide" \
+} 2>&1 | grep -v --line-buffered \
+    "^ *warn(\|FutureWarning\|ArviZ is undergoing\|Some upcoming changes\|migration_guide\|cuda_timer" \
     | tee "$OUT/device_session4_log.txt"
 pack

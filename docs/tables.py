@@ -712,6 +712,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "route_commits_session2": lambda with_commit: table_route_commits(with_commit, "route_commits_session2"),
     "route_commits_session3": lambda with_commit: table_route_commits(with_commit, "route_commits_session3"),
     "vs_peers_final3": lambda with_commit: table_vs_peers(with_commit, "vs_peers_final3"),
+    "vs_peers_final4": lambda with_commit: table_vs_peers(with_commit, "vs_peers_final4"),
     "cold_path_quality": table_cold_path_quality,
     "certify_precision": table_certify_precision,
     "default_features": table_default_features,

@@ -237,7 +237,11 @@ def test_from_numpyro_on_cpu_arrays_compiles_nothing_and_reads_the_rows(committe
     put = (lambda a: jax.device_put(a, jax.devices("cpu")[0])) if committed else jnp.asarray
     X, y = put(X_np), put(y_np)
     compiles = []
-    listener = lambda name, secs, **kw: compiles.append(name) if name.endswith("backend_compile_duration") else None  # noqa: E731
+
+    def listener(name, secs, **kw):
+        if name.endswith("backend_compile_duration"):
+            compiles.append(name)
+
     monitoring.register_event_duration_secs_listener(listener)
     try:
         m, data = cj.from_numpyro(model, X, y)
