@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from compile_events import recorded_compilations
 
 from coresets_jax.core.rows import block_top_k, fold_row_chunks, inverse_cdf, top_k
 
@@ -148,18 +149,8 @@ def test_check_int_range_and_error_type():
 
 def _compilations(fn):
     """(fn(), the number of XLA compilations it ran)."""
-    from jax._src import monitoring
-
-    names = []
-    def listener(name, secs, **kw):
-        if name.endswith("backend_compile_duration"):
-            names.append(name)
-
-    monitoring.register_event_duration_secs_listener(listener)
-    try:
+    with recorded_compilations() as names:
         out = fn()
-    finally:
-        monitoring.unregister_event_duration_listener(listener)
     return out, len(names)
 
 

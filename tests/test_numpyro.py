@@ -9,6 +9,7 @@ import pytest
 from scipy import stats
 
 import coresets_jax as cj
+from compile_events import recorded_compilations
 
 numpyro = pytest.importorskip("numpyro")
 dist = numpyro.distributions
@@ -188,8 +189,6 @@ def test_laplace_from_a_float32_start_under_x64_finds_the_mode_of_a_numpyro_mode
 def test_starting_point_is_the_golden_spread_computed_without_compiling():
     # init_params: 1e-3 (2 frac(0.5 + phi' k) - 1), k = 1..D (phi' = 0.618...), distinct and off every kink at
     # 0, in the precision JAX would use; computed on the host, so a cold first call compiles nothing for it
-    from jax._src import monitoring
-
     import numpyro
     import numpyro.distributions as dist
 
@@ -201,10 +200,7 @@ def test_starting_point_is_the_golden_spread_computed_without_compiling():
     X = np.random.default_rng(0).normal(size=(50, 7)).astype(np.float32)
     y = (X[:, 0] > 0).astype(np.float32)
     m, data = cj.from_numpyro(model, X, y)
-    compiles = []
-    listener = lambda name, secs, **kw: compiles.append(name) if name.endswith("backend_compile_duration") else None  # noqa: E731
-    monitoring.register_event_duration_secs_listener(listener)
-    try:
+    with recorded_compilations() as compiles:
         for x64 in (False, True):
             with jax.enable_x64(x64):
                 theta = np.asarray(m.init_params(data))
@@ -213,8 +209,6 @@ def test_starting_point_is_the_golden_spread_computed_without_compiling():
             assert theta.dtype == np.float32
             np.testing.assert_allclose(theta, expected, rtol=0, atol=2e-9)  # float32 rounding of frac(.)
             assert len(np.unique(theta)) == 7 and np.all(theta != 0)
-    finally:
-        monitoring.unregister_event_duration_listener(listener)
     assert compiles == []
 
 
@@ -223,8 +217,6 @@ def test_from_numpyro_on_cpu_arrays_compiles_nothing_and_reads_the_rows(committe
     """A cold `from_numpyro` took 0.1 s of eager compilations (the first row sliced by XLA, a zero template
     flattened); now it reads a CPU array's first row through its NumPy view and the shapes by eval_shape. The
     model it returns still evaluates the user's rows: checked against scipy on all of them."""
-    from jax import monitoring
-
     def model(X, y=None):
         beta = numpyro.sample("beta", dist.Normal(0.0, 2.0).expand([X.shape[1]]).to_event(1))
         scale = numpyro.sample("scale", dist.HalfNormal(1.0))
@@ -236,18 +228,9 @@ def test_from_numpyro_on_cpu_arrays_compiles_nothing_and_reads_the_rows(committe
     y_np = (X_np @ np.arange(1.0, 6.0) + rng.normal(size=613)).astype(np.float32)
     put = (lambda a: jax.device_put(a, jax.devices("cpu")[0])) if committed else jnp.asarray
     X, y = put(X_np), put(y_np)
-    compiles = []
-
-    def listener(name, secs, **kw):
-        if name.endswith("backend_compile_duration"):
-            compiles.append(name)
-
-    monitoring.register_event_duration_secs_listener(listener)
-    try:
+    with recorded_compilations() as compiles:
         m, data = cj.from_numpyro(model, X, y)
         cj.solvers.omp(10, path_sizes=(3, 5))  # the solver's construction: NumPy too
-    finally:
-        monitoring.unregister_event_duration_listener(listener)
     assert compiles == [] and m.dim == 6
     theta = np.concatenate([rng.normal(size=5), [np.log(0.7)]]).astype(np.float32)  # scale = exp(log 0.7)
     beta, scale = theta[:5].astype(np.float64), 0.7

@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from compile_events import recorded_compilations
 
 import coresets_jax as cj
 from coresets_jax.construct import vectors as construct
@@ -188,8 +189,6 @@ def test_sample_compiles_its_sampler_in_the_background_once_with_the_same_draws(
     trace, and the same draws."""
     import importlib
 
-    from jax._src import monitoring
-
     from coresets_jax import compilation
 
     sample_module = importlib.import_module("coresets_jax.inference.sample")  # (the package exports the function)
@@ -202,10 +201,7 @@ def test_sample_compiles_its_sampler_in_the_background_once_with_the_same_draws(
     cs = cj.coreset(model, ds.train, 20, "omp", key=jax.random.key(1))
     kwargs = dict(weights=cs, num_samples=37, num_warmup=41, num_chains=2, warn=False)  # counts no other test uses
     cj.sample(model, ds.train, jax.random.key(2), **kwargs)  # the small eager programs around the two
-    compiles = []
-    listener = lambda name, secs, **kw: compiles.append(name) if name.endswith("backend_compile_duration") else None  # noqa: E731
-    monitoring.register_event_duration_secs_listener(listener)
-    try:
+    with recorded_compilations() as compiles:
         results = []
         for prefetch in (True, False):
             monkeypatch.setattr(compilation, "PREFETCH", prefetch)
@@ -217,8 +213,6 @@ def test_sample_compiles_its_sampler_in_the_background_once_with_the_same_draws(
             assert len(started) == int(prefetch)
             assert len(compiles) == 2, (prefetch, compiles)  # the starting points and the sampler, once each
             assert sample_module.trace_count() - traces == 1
-    finally:
-        monitoring.unregister_event_duration_listener(listener)
     np.testing.assert_array_equal(np.asarray(results[0].samples), np.asarray(results[1].samples))
 
 
@@ -233,20 +227,6 @@ def test_no_prefetch_where_the_solver_may_run_on_a_compressed_v(monkeypatch):
     assert started == []
     cj.coreset(cj.models.logistic_regression(), ds.train, size=10, method="giga", num_features=20, compress=False)
     assert len(started) == 1
-
-
-def _backend_compiles():
-    """A list that collects the name of every XLA compilation from now on, and the listener to unregister."""
-    from jax._src import monitoring
-
-    names = []
-
-    def listener(name, secs, **kw):
-        if name.endswith("backend_compile_duration"):
-            names.append(name)
-
-    monitoring.register_event_duration_secs_listener(listener)
-    return names, lambda: monitoring.unregister_event_duration_listener(listener)
 
 
 @pytest.mark.slow
@@ -275,11 +255,8 @@ def test_the_certificate_screen_compiles_its_programs_ahead_once_with_the_same_c
         for program in programs:
             program.clear_cache()
         started.clear()
-        names, stop = _backend_compiles()
-        try:
+        with recorded_compilations() as names:
             certs.append(cj.certify(model, data, cs, draws))
-        finally:
-            stop()
         counts.append(len(names))
         assert [p._cache_size() for p in programs] == [1, 1, 1, 1]
         assert len(started) == (4 if prefetch else 0)

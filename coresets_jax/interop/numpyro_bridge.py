@@ -27,6 +27,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from ..core.model import Model
+from ..core.validate import gather
 
 __all__ = ["from_numpyro"]
 
@@ -68,14 +69,10 @@ def _carries_axis(value: Any, n: int) -> bool:
 
 
 def _first_row(a: Any) -> Any:
-    """a[:1]. A jax.Array on one CPU device is sliced through its NumPy view (no copy): `a[:1]` would compile a
-    program for the slice on a first call, 20 ms per array of every cold `from_numpyro`."""
-    if isinstance(a, jax.Array) and a.ndim and a.is_fully_addressable and len(a.devices()) == 1:
-        device = next(iter(a.devices()))
-        if device.platform == "cpu":
-            row = np.array(np.asarray(a)[:1])
-            return jax.device_put(row, device) if a.committed else jax.device_put(row)
-    return a[:1]
+    """a[:1]. A jax.Array goes through `validate.gather`, which reads a CPU array's row through its NumPy view:
+    `a[:1]` would compile a program for the slice on a first call, 20 ms per array of every cold
+    `from_numpyro`."""
+    return gather(a, np.zeros(1, np.intp)) if isinstance(a, jax.Array) else a[:1]
 
 
 def _trace(model_fn, bound_args, bound_kwargs, substitute_fn=None, seed=None):
