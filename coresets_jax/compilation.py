@@ -188,20 +188,31 @@ class _EmitterJit:
     """`jax.jit(fun)` that compiles with `LEGACY_EMITTERS` where the call compiles for a CPU (`emitter_jit`)."""
 
     def __init__(self, fun: Callable, **jit_kwargs: Any):
-        options = dict(jit_kwargs.pop("compiler_options", None) or {})
+        self._options = dict(jit_kwargs.pop("compiler_options", None) or {})
+        self._fun, self._jit_kwargs = fun, jit_kwargs
         self._nested = jax.jit(fun, **jit_kwargs)  # inside another trace: inlined, no options of its own
-        self._plain = jax.jit(fun, compiler_options=options, **jit_kwargs) if options else self._nested
-        self._legacy = jax.jit(fun, compiler_options={**options, **LEGACY_EMITTERS}, **jit_kwargs) \
-            if LEGACY_EMITTERS else self._plain
+        self._plain = jax.jit(fun, compiler_options=self._options, **jit_kwargs) if self._options else self._nested
+        self._with_emitters: dict = {}  # the options in force (`legacy_emitters()`) -> the jit compiled with them
         functools.update_wrapper(self, fun)
 
+    @property
+    def _legacy(self) -> Callable:
+        """The jit with the classic emitters that `legacy_emitters()` gives now (the plain one when none)."""
+        options = legacy_emitters()
+        if not options:
+            return self._plain
+        key = tuple(sorted(options.items()))
+        if key not in self._with_emitters:
+            self._with_emitters[key] = jax.jit(self._fun, compiler_options={**self._options, **options},
+                                               **self._jit_kwargs)
+        return self._with_emitters[key]
+
     def _jits(self) -> tuple:
-        return tuple({id(j): j for j in (self._nested, self._plain, self._legacy)}.values())
+        every = (self._nested, self._plain, *self._with_emitters.values())
+        return tuple({id(j): j for j in every}.values())
 
     def _pick(self, args: Any, kwargs: Any) -> Callable:
-        if self._legacy is not self._plain and _compiles_for_cpu((args, kwargs)) and legacy_emitters():
-            return self._legacy
-        return self._plain
+        return self._legacy if _compiles_for_cpu((args, kwargs)) else self._plain
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         jitted = self._pick(args, kwargs)
@@ -212,7 +223,7 @@ class _EmitterJit:
                 raise
             return self._nested(*args, **kwargs)
         except jax.errors.JaxRuntimeError as err:  # this XLA:CPU has no such option (`legacy_emitters`)
-            if jitted is not self._legacy or not _refused(err):
+            if jitted is self._plain or not _refused(err):
                 raise
             return self._plain(*args, **kwargs)
 

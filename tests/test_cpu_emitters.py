@@ -141,3 +141,28 @@ def test_sampler_uses_the_classic_emitters_on_few_rows_only(monkeypatch):
     assert n * d > sample_mod.LEGACY_LOOP_WORK >= 20 * d
     cj.sample(model, data, key, num_samples=20, num_warmup=20, num_chains=1, warn=False)
     assert calls == [True, False]
+
+
+@pytest.mark.slow
+def test_the_whole_route_runs_where_xla_refuses_the_classic_emitters(monkeypatch):
+    # JAX 0.11 refused every program that cj.coreset compiled for a CPU. With an option that no XLA knows, the
+    # route (coreset, sample, certify) must give what it gives with the emitters switched off, bit for bit.
+    ds = cj.data.synthetic_logistic(jax.random.key(3), 700)
+    model = cj.models.logistic_regression()
+
+    def route():
+        cs = cj.coreset(model, ds.train, 25, "omp", key=jax.random.key(4))
+        post = cj.sample(model, ds.train, jax.random.key(5), weights=cs, num_samples=60, num_warmup=60,
+                         num_chains=2, warn=False)
+        return cs, post, cj.certify(model, ds.train, cs, post.samples)
+
+    monkeypatch.setattr(compilation, "LEGACY_EMITTERS", {})
+    want = route()
+    unknown = {"xla_cpu_option_that_no_xla_has": True}
+    monkeypatch.setattr(compilation, "LEGACY_EMITTERS", unknown)
+    monkeypatch.setattr(compilation, "_REFUSED", set())
+    got = route()
+    assert compilation.legacy_emitters() == {}  # refused, and recorded
+    np.testing.assert_array_equal(np.asarray(got[0].dense(700)), np.asarray(want[0].dense(700)))
+    np.testing.assert_array_equal(np.asarray(got[1].samples), np.asarray(want[1].samples))
+    assert float(got[2].kl) == float(want[2].kl) and np.isfinite(float(got[2].kl))
