@@ -232,16 +232,13 @@ def _run_chains(model, rows, w, key, method, num_samples, num_warmup, num_chains
                     None if out_dtype is None else jnp.dtype(out_dtype).name,
                     w.shape[0] * theta.shape[-1] <= LEGACY_LOOP_WORK)
     before = trace_count()
+    # The sampler is traced here (a model is traced in one thread only) and compiled on another core while
+    # the starting points compile and run: their shapes are known, (C, D) and (D, D) in `dtype`.
+    compiling = _prefetch_sampler(run, key, rows, w, num_chains, theta.shape[-1], dtype)
     t0 = time.perf_counter()
     fast = w.shape[0] * theta.shape[-1] ** 2 <= FAST_INIT_WORK
-    init_fn = _compiled_init(model, num_chains, given, fast)
-    # Both programs are traced here (a model is traced in one thread only): first the starting points, whose
-    # compilation then takes the core that the sampler's longer tracing leaves idle; then the sampler, which
-    # compiles on the free cores while the starting points run. Its shapes are known: (C, D) and (D, D) in `dtype`.
-    init_compiling = _compilation.compile_ahead(init_fn, key, rows, w, theta)
-    compiling = _prefetch_sampler(run, key, rows, w, num_chains, theta.shape[-1], dtype)
-    init_compiling.wait()
-    k_run, init_positions, init_cov, start_ok, fit_ok = init_fn(key, rows, w, theta)
+    k_run, init_positions, init_cov, start_ok, fit_ok = _compiled_init(model, num_chains, given, fast)(
+        key, rows, w, theta)
     if not bool(start_ok):
         raise ValueError("init: the weighted log density is not finite at the starting point(s)")
     if warn and not bool(fit_ok):  # never silent: the chains then start with an uninformed mass matrix
