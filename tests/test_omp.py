@@ -177,17 +177,17 @@ def error64(V, w):
     return float(np.linalg.norm(y - w @ V) / np.linalg.norm(y))
 
 
-def numpy_omp_reselect(V, M):
+def numpy_omp_reselect(V, M, steps=None):
     """Orthogonal pursuit in float64 NumPy/SciPy: benchmarks/numpy_reference.py's `omp_nnls` (selection by
     normalised correlation with the residual, SciPy's exact NNLS on the support, rows whose weight falls to
-    0 leave the support and may return, at most 2 M steps and M rows)."""
+    0 leave the support and may return, at most `steps` (default 2 M) steps and M rows)."""
     import os
     import sys
 
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
     from numpy_reference import omp_nnls
 
-    return omp_nnls(V, V.sum(0), M)
+    return omp_nnls(V, V.sum(0), M, steps)
 
 
 def test_compensated_products_are_exact_under_jit():
@@ -289,6 +289,32 @@ def test_float32_omp_no_worse_than_float64_numpy_omp():
         e_plain = error64(V, dense64(len(V), support, w))
         assert e32 <= e_reselect * (1 + 1e-3), (seed, e32, e_reselect)
         assert e32 <= e_plain * (1 + 1e-3), (seed, e32, e_plain)
+
+
+def test_max_iter_is_the_step_budget_and_the_path_keeps_it_per_point():
+    """max_iter caps the steps (the reference library's build(M) takes M): with max_iter = M, float32 OMP is no
+    worse than the float64 NumPy reference given the same M steps, and it stops within them; the default 2 M
+    runs longer and ends lower on these features. On the greedy path, size m then gets ceil(m max_iter / size)
+    steps: what its own run with max_iter = m gives."""
+    V = fisher_features(2000, 100, 1)
+    V64 = V.astype(np.float64)
+    short = cj.build(jnp.asarray(V), 30, "omp", max_iter=30)
+    full = cj.build(jnp.asarray(V), 30, "omp")
+    assert int(short.info["iterations"]) <= 30 < int(full.info["iterations"])
+    e_short = error64(V, dense64(len(V), short.indices, short.weights))
+    e_ref = error64(V, numpy_omp_reselect(V64, 30, steps=30))
+    assert e_short <= e_ref * (1 + 1e-3), (e_short, e_ref)
+    assert error64(V, dense64(len(V), full.indices, full.weights)) < e_short
+    sizes = (10, 15, 20)
+    run = cj.build_fn("omp", 30, path_sizes=sizes, max_iter=30)(jnp.asarray(V), jax.random.key(0))
+    for k, m in enumerate(sizes):
+        alone = cj.build(jnp.asarray(V), m, "omp", max_iter=m)
+        weights = np.asarray(run.info["path_weights"][k])
+        assert set(np.asarray(run.info["path_indices"][k])[weights > 0]) == \
+            set(np.asarray(alone.indices)[np.asarray(alone.weights) > 0])
+    for bad in (0, -3, 2.5):
+        with pytest.raises(ValueError, match="max_iter"):
+            cj.build(jnp.asarray(V), 30, "omp", max_iter=bad)
 
 
 @pytest.mark.slow

@@ -53,8 +53,14 @@ step at the same support costs 3-10% more CPU (the compensated work); a whole ca
 compilation takes ~1.5x longer.
 
 Stopping: no row outside the support correlates positively with the residual above eps ||r|| (compensated
-score), the error has not fallen by 1% in `patience` = 25 steps, or 2 * size steps. The best iterate seen is
-returned.
+score), the error has not fallen by 1% in `patience` = 25 steps, or after `max_iter` steps (default 2 * size).
+The best iterate seen is returned.
+
+The step budget. The reference library builds a coreset of size M in M steps (`build(M)`: one selection and
+refit per step), and a row that leaves the support spends its step. Ours defaults to 2 M: on the model suite's
+problems budget M left coresets short of their capacity (57 of 100 points on BINARY10, 67 on airportdelays)
+and their errors up to 29x higher (benchmarks/investigations/omp_budget.py). `max_iter=size` gives the
+reference library's budget, at half the passes over V.
 
 One pass over V per iteration (the correlations); the support rows are gathered with `take_rows`, so the
 refit never touches V.
@@ -63,9 +69,9 @@ The greedy path (`path_sizes`, ours; used by `cj.coreset(..., tol=...)`). OMP at
 steps as OMP at any larger size for as long as its support has fewer than m rows: a step's selection and refit
 depend on the support, never on the capacity. So one run at the largest size also gives the coreset that
 each smaller size m would return: the best iterate among the steps that began with fewer than m rows and
-within m's step budget (2 m). It differs from a separate run at m only by that run's last step, a refit on
-the full support with no new row (the refit that the step before it already refined). The run keeps one
-best iterate per size (O(K M^2) memory for K sizes), so the automatic size compiles and runs OMP once for
+within m's step budget (2 m by default). It differs from a separate run at m only by that run's last step, a
+refit on the full support with no new row (the refit that the step before it already refined). The run keeps
+one best iterate per size (O(K M^2) memory for K sizes), so the automatic size compiles and runs OMP once for
 the sizes it tries first, not once per size.
 """
 
@@ -87,7 +93,7 @@ __all__ = ["omp", "OMPState", "nnls_default_tol"]
 _PATIENCE = 25  # steps without a 1% fall of the error before OMP stops
 _PROGRESS = 0.01
 _REFINE = 8  # at most this many compensated refinement steps per least-squares solve
-_STEPS = 2  # at most _STEPS * size steps
+_STEPS = 2  # at most _STEPS * size steps by default (`max_iter`)
 _CANDIDATES = 8  # candidates re-scored (compensated) and checked for their pivot per step (exact NNLS)
 _PIVOT = 4  # a new row needs a pivot above this many eps (relative to its norm)
 _FLOOR = 1  # selection floor on <r, v_n> / ||v_n||, in units of eps ||r|| (module docstring)
@@ -181,8 +187,12 @@ def _check_path_sizes(path_sizes, size: int) -> tuple:
 
 
 def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
-        exact_nnls: bool = True, path_sizes: tuple = ()) -> Solver:
+        exact_nnls: bool = True, path_sizes: tuple = (), max_iter: Optional[int] = None) -> Solver:
     """OMP with budget `size` (capacity).
+
+    max_iter: the most steps (selections and refits; one pass over V each). None (default): 2 * size. The
+    reference library's `build(M)` takes M (module docstring). With `path_sizes`, size m's run takes
+    ceil(m * max_iter / size) steps, so each path size keeps the same budget per point.
 
     path_sizes: sizes m < size whose coresets the run also returns (the greedy path, module docstring): the
     result's info gains `path_indices` and `path_weights` (K, size), row k holding size m_k's coreset in its
@@ -198,7 +208,9 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
     if nnls_tol is not None:
         nnls_tol = check_nonneg_float(nnls_tol, "nnls_tol")
     path_sizes = _check_path_sizes(path_sizes, size)
+    steps = _STEPS * size if max_iter is None else check_positive_int(max_iter, "max_iter")
     marks_at = np.asarray(path_sizes, np.int32).reshape(-1)  # NumPy: no eager program at construction
+    marks_steps = (-(-marks_at.astype(np.int64) * steps // size)).astype(np.int32)  # ceil(m steps / size)
     num_marks = len(path_sizes)
 
     def init(problem: Problem, key: jax.Array) -> OMPState:
@@ -210,7 +222,7 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
         one = jnp.ones((), dtype)
         return OMPState(support_empty(size, dtype), jnp.zeros(n, bool), jnp.zeros(n, bool),
                         jnp.zeros((cache, cache), dtype), jnp.zeros(cache, dtype), jnp.zeros(size, dtype),
-                        problem.target, jnp.zeros_like(problem.target), jnp.ones(_STEPS * size, dtype),
+                        problem.target, jnp.zeros_like(problem.target), jnp.ones(steps, dtype),
                         jnp.zeros((), dtype), qr, jnp.asarray(0), jnp.asarray(False),
                         support_empty(size, dtype), jnp.zeros(size, dtype), jnp.zeros_like(qr.r), one, one,
                         jnp.asarray(0), jnp.asarray(0),
@@ -319,8 +331,8 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
         best, best_lo, best_r = jax.tree.map(lambda new, old: jnp.where(better, new, old), (support, x_lo, qr.r),
                                              (s.best, s.best_lo, s.best_r))
         # the greedy path: size m's run takes this step's iterate iff the step began with fewer than m rows
-        # and within its budget of 2 m steps; after the first step that does not, it has stopped for good
-        taking = s.marks_open & (t < marks_at) & (s.iteration < _STEPS * marks_at)
+        # and within its budget of steps; after the first step that does not, it has stopped for good
+        taking = s.marks_open & (t < marks_at) & (s.iteration < marks_steps)
         improves = taking & (err < s.marks_error)
         pick_new = lambda new, old: jnp.where(  # noqa: E731
             improves.reshape((-1,) + (1,) * (old.ndim - 1)), jnp.broadcast_to(new, old.shape), old)
@@ -339,11 +351,11 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
                         marks_error, taking)
 
     def done(s: OMPState) -> jax.Array:
-        return s.stalled | (s.iteration >= _STEPS * size)
+        return s.stalled | (s.iteration >= steps)
 
     def extract(s: OMPState):
         it = s.iteration
-        errors = jnp.where(jnp.arange(_STEPS * size) < it, s.errors, s.errors[jnp.maximum(it - 1, 0)])
+        errors = jnp.where(jnp.arange(steps) < it, s.errors, s.errors[jnp.maximum(it - 1, 0)])
         weights = s.best.weights
         if exact_nnls:  # the weights are pairs (hi, lo): round them by nearest plane on the support's R
             weights = round_nearest_plane(s.best_r, weights, s.best_lo, s.best.count)
