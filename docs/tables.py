@@ -630,6 +630,35 @@ def table_default_features_large(with_commit: bool) -> str:
     return "\n".join(lines)
 
 
+def table_omp_budget(with_commit: bool) -> str:
+    """OMP's step budget, M against the default 2 M, on the model suite (investigations/omp_budget.py)."""
+    data = _load("omp_budget")
+    s = data["settings"]
+    return _markdown_with_note(
+        "omp_budget",
+        f"Medians of {s['trials']} trials (the worst trial's error ratio); both budgets on the same V; the "
+        "certificate from NUTS 2 x (400 + 400) draws of each coreset against all rows. ", with_commit)
+
+
+def table_omp_budget_large(with_commit: bool) -> str:
+    """OMP's step budget at N = 5e5 with construction times (investigations/omp_budget.py --large)."""
+    data = _load("omp_budget_large")
+    lines = ["| problem | trial | budget | construction (compiled) | steps | points | relative error | "
+             "certificate KL (se) | k-hat | verdict | max abs z between budgets |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in data["runs"]:
+        z = f"{r['max_z_between']:.3f}" if "max_z_between" in r else ""
+        lines.append(f"| {r['problem']} | {r['trial']} | {r['budget']} | {_seconds(r['build_s'])} | {r['steps']} | "
+                     f"{r['points']} | {_fmt(r['relative_error'], 3)} | {_fmt(r['kl'], 3)} ({_fmt(r['kl_se'], 2)}) "
+                     f"| {r['khat']:.2f} | {r['verdict']} | {z} |")
+    s = data["settings"]
+    lines += ["", f"N = {s['N']:,}, D = 10 (vs_peers' NumPyro models); OMP at M = {s['M']} with each budget, then "
+              "NUTS 2 x (400 + 400) on the coreset and `cj.certify` against all N rows; z between budgets: the "
+              "largest |difference| of the two coreset posteriors' means (same trial) in their pooled sd. " +
+              provenance(data, "omp_budget_large", with_commit)]
+    return "\n".join(lines)
+
+
 def table_cpu_emitters(with_commit: bool) -> str:
     """XLA:CPU's classic fusion emitters against its default, per program (investigations/cpu_emitters.py)."""
     data = _load("cpu_emitters")
@@ -711,12 +740,15 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "vs_peers_final2": lambda with_commit: table_vs_peers(with_commit, "vs_peers_final2"),
     "route_commits_session2": lambda with_commit: table_route_commits(with_commit, "route_commits_session2"),
     "route_commits_session3": lambda with_commit: table_route_commits(with_commit, "route_commits_session3"),
+    "route_commits_trial_init": lambda with_commit: table_route_commits(with_commit, "route_commits_trial_init"),
     "vs_peers_final3": lambda with_commit: table_vs_peers(with_commit, "vs_peers_final3"),
     "vs_peers_final4": lambda with_commit: table_vs_peers(with_commit, "vs_peers_final4"),
     "cold_path_quality": table_cold_path_quality,
     "certify_precision": table_certify_precision,
     "default_features": table_default_features,
     "default_features_large": table_default_features_large,
+    "omp_budget": table_omp_budget,
+    "omp_budget_large": table_omp_budget_large,
     "float32_chains": table_float32_chains,
     "gpu_nuts": table_gpu_nuts,
     "gpu_loop": table_gpu_loop,
