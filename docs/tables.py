@@ -746,6 +746,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "vs_peers_5e5_repeats": lambda with_commit: table_vs_peers(with_commit, "vs_peers_5e5_repeats"),
     "vs_peers_5e5_m50": lambda with_commit: table_vs_peers(with_commit, "vs_peers_5e5_m50"),
     "vs_peers_5e5_m80": lambda with_commit: table_vs_peers(with_commit, "vs_peers_5e5_m80"),
+    "vs_peers_m80": lambda with_commit: table_vs_peers(with_commit, "vs_peers_m80"),
     "cold_path_quality": table_cold_path_quality,
     "certify_precision": table_certify_precision,
     "default_features": table_default_features,
