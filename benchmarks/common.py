@@ -247,6 +247,16 @@ def write_json(result: dict, out_dir: str, stem: str) -> str:
     return path
 
 
+def write_table(result: dict, rows: list, summarise: Callable, markdown: Callable, out_dir: str, stem: str) -> dict:
+    """The end of a resumable table benchmark: `result` gains `summarise(rows)` as its table and that table as
+    markdown; written as JSON, and the markdown printed."""
+    result["table"] = summarise(rows)
+    result["table_markdown"] = markdown(result["table"])
+    write_json(jsonable(result), out_dir, stem)
+    print(result["table_markdown"])
+    return result
+
+
 def figure(nrows: int, ncols: int, size=(5.0, 4.0)):
     import matplotlib
     matplotlib.use("Agg")

@@ -612,22 +612,34 @@ def table_default_features(with_commit: bool) -> str:
         with_commit)
 
 
-def table_default_features_large(with_commit: bool) -> str:
-    """The default rule's J against 500 at N = 10^6 (investigations/default_features.py --large)."""
-    data = _load("default_features_large")
-    lines = ["| problem | D | J | trial | construction (compiled) | points | certificate KL (se) | k-hat | verdict "
-             "| max abs z between J's |", "|---|---|---|---|---|---|---|---|---|---|"]
+def _certified_runs(stem: str, with_commit: bool, lead: list, extra: list, between: str, setup: str,
+                    note: str = "") -> str:
+    """Coreset runs certified against all rows, one per line: the `lead` columns, the compiled construction
+    time, the `extra` columns ((header, row -> text) pairs), then points, the certificate and the largest z
+    between the variants of a trial (`between` names them); under it `setup` (OMP's settings), the route, `note`
+    and the provenance."""
+    data = _load(stem)
+    head = ([h for h, _ in lead] + ["construction (compiled)"] + [h for h, _ in extra]
+            + ["points", "certificate KL (se)", "k-hat", "verdict", f"max abs z between {between}"])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in data["runs"]:
         z = f"{r['max_z_between']:.3f}" if "max_z_between" in r else ""
-        lines.append(f"| {r['problem']} | {r['D']} | {r['J']} | {r['trial']} | {_seconds(r['build_s'])} | "
-                     f"{r['points']} | {_fmt(r['kl'], 3)} ({_fmt(r['kl_se'], 2)}) | {r['khat']:.2f} | {r['verdict']} "
-                     f"| {z} |")
+        cells = ([f(r) for _, f in lead] + [_seconds(r["build_s"])] + [f(r) for _, f in extra]
+                 + [str(r["points"]), f"{_fmt(r['kl'], 3)} ({_fmt(r['kl_se'], 2)})", f"{r['khat']:.2f}", r["verdict"],
+                    z])
+        lines.append("| " + " | ".join(cells) + " |")
     s = data["settings"]
-    lines += ["", f"N = {s['N']:,}; OMP at M = {s['M']}, then NUTS 2 x (400 + 400) on the coreset and `cj.certify` "
-              "against all N rows; the real files are tiled to N rows; z between J's: the largest |difference| of "
-              "the two coreset posteriors' means (same trial) in their pooled sd. " +
-              provenance(data, "default_features_large", with_commit)]
+    lines += ["", f"N = {s['N']:,}{setup.format(**s)}, then NUTS 2 x (400 + 400) on the coreset and `cj.certify` "
+              f"against all N rows; {note}z between {between}: the largest |difference| of the two coreset "
+              "posteriors' means (same trial) in their pooled sd. " + provenance(data, stem, with_commit)]
     return "\n".join(lines)
+
+
+def table_default_features_large(with_commit: bool) -> str:
+    """The default rule's J against 500 at N = 10^6 (investigations/default_features.py --large)."""
+    lead = [(k, lambda r, k=k: str(r[k])) for k in ("problem", "D", "J", "trial")]
+    return _certified_runs("default_features_large", with_commit, lead, [], "J's", "; OMP at M = {M}",
+                           "the real files are tiled to N rows; ")
 
 
 def table_omp_budget(with_commit: bool) -> str:
@@ -642,21 +654,10 @@ def table_omp_budget(with_commit: bool) -> str:
 
 def table_omp_budget_large(with_commit: bool) -> str:
     """OMP's step budget at N = 5e5 with construction times (investigations/omp_budget.py --large)."""
-    data = _load("omp_budget_large")
-    lines = ["| problem | trial | budget | construction (compiled) | steps | points | relative error | "
-             "certificate KL (se) | k-hat | verdict | max abs z between budgets |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in data["runs"]:
-        z = f"{r['max_z_between']:.3f}" if "max_z_between" in r else ""
-        lines.append(f"| {r['problem']} | {r['trial']} | {r['budget']} | {_seconds(r['build_s'])} | {r['steps']} | "
-                     f"{r['points']} | {_fmt(r['relative_error'], 3)} | {_fmt(r['kl'], 3)} ({_fmt(r['kl_se'], 2)}) "
-                     f"| {r['khat']:.2f} | {r['verdict']} | {z} |")
-    s = data["settings"]
-    lines += ["", f"N = {s['N']:,}, D = 10 (vs_peers' NumPyro models); OMP at M = {s['M']} with each budget, then "
-              "NUTS 2 x (400 + 400) on the coreset and `cj.certify` against all N rows; z between budgets: the "
-              "largest |difference| of the two coreset posteriors' means (same trial) in their pooled sd. " +
-              provenance(data, "omp_budget_large", with_commit)]
-    return "\n".join(lines)
+    lead = [(k, lambda r, k=k: str(r[k])) for k in ("problem", "trial", "budget")]
+    extra = [("steps", lambda r: str(r["steps"])), ("relative error", lambda r: _fmt(r["relative_error"], 3))]
+    return _certified_runs("omp_budget_large", with_commit, lead, extra, "budgets",
+                           ", D = 10 (vs_peers' NumPyro models); OMP at M = {M} with each budget")
 
 
 def table_cpu_emitters(with_commit: bool) -> str:

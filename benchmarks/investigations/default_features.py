@@ -195,11 +195,7 @@ def main(argv=None, *, quick=None, out_dir=None) -> dict:
                           f"{row['points']} build {row['construct_s']:.1f} s", flush=True)
                     result["table"] = summarise(rows)
                     common.write_json(common.jsonable(result), args.out, stem)
-    result["table"] = summarise(rows)
-    result["table_markdown"] = markdown(result["table"])
-    common.write_json(common.jsonable(result), args.out, stem)
-    print(result["table_markdown"])
-    return result
+    return common.write_table(result, rows, summarise, markdown, args.out, stem)
 
 
 if __name__ == "__main__":

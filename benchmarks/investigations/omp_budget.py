@@ -102,11 +102,7 @@ def suite(args) -> dict:
                           flush=True)
                     result["table"] = summarise(rows)
                     common.write_json(common.jsonable(result), args.out, stem)
-    result["table"] = summarise(rows)
-    result["table_markdown"] = markdown(result["table"])
-    common.write_json(common.jsonable(result), args.out, stem)
-    print(result["table_markdown"])
-    return result
+    return common.write_table(result, rows, summarise, markdown, args.out, stem)
 
 
 def summarise(rows: list) -> list:
