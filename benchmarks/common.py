@@ -252,7 +252,7 @@ def write_table(result: dict, rows: list, summarise: Callable, markdown: Callabl
     markdown; written as JSON, and the markdown printed."""
     result["table"] = summarise(rows)
     result["table_markdown"] = markdown(result["table"])
-    write_json(jsonable(result), out_dir, stem)
+    write_json(result, out_dir, stem)
     print(result["table_markdown"])
     return result
 
