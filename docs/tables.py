@@ -660,6 +660,18 @@ def table_omp_budget_large(with_commit: bool) -> str:
                            ", D = 10 (vs_peers' NumPyro models); OMP at M = {M} with each budget")
 
 
+def table_omp_low_rank(with_commit: bool) -> str:
+    """OMP on low-rank factors of V at N = 5e5 (investigations/omp_low_rank.py)."""
+    lead = [("problem", lambda r: r["problem"]), ("width", lambda r: f"{r['width']} of {r['J']}")]
+    extra = [("discarded energy", lambda r: _fmt(r["relative_discarded"], 2)),
+             ("target's discarded part", lambda r: _fmt(r["target_tail"], 2)),
+             ("error on V", lambda r: _fmt(r["relative_error"], 3)),
+             ("points shared with V's", lambda r: str(r["shared_points"]))]
+    return _certified_runs("omp_low_rank", with_commit, lead, extra, "widths",
+                           ", D = 10 (vs_peers' NumPyro models); OMP at M = {M} on V and on A = V B (B: V's top "
+                           "right singular vectors), its time the solver's compiled call (median of {repeats})")
+
+
 def table_cpu_emitters(with_commit: bool) -> str:
     """XLA:CPU's classic fusion emitters against its default, per program (investigations/cpu_emitters.py)."""
     data = _load("cpu_emitters")
@@ -754,6 +766,7 @@ TABLES: dict[str, Callable[[bool], str]] = {
     "default_features_large": table_default_features_large,
     "omp_budget": table_omp_budget,
     "omp_budget_large": table_omp_budget_large,
+    "omp_low_rank": table_omp_low_rank,
     "float32_chains": table_float32_chains,
     "gpu_nuts": table_gpu_nuts,
     "gpu_loop": table_gpu_loop,
