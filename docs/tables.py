@@ -665,7 +665,7 @@ def table_omp_low_rank(with_commit: bool) -> str:
     lead = [("problem", lambda r: r["problem"]), ("width", lambda r: f"{r['width']} of {r['J']}")]
     extra = [("discarded energy", lambda r: _fmt(r["relative_discarded"], 2)),
              ("target's discarded part", lambda r: _fmt(r["target_tail"], 2)),
-             ("error on V", lambda r: _fmt(r["relative_error"], 3)),
+             ("error on V", lambda r: _fmt(r["relative_error"], 4)),
              ("points shared with V's", lambda r: str(r["shared_points"]))]
     return _certified_runs("omp_low_rank", with_commit, lead, extra, "widths",
                            ", D = 10 (vs_peers' NumPyro models); OMP at M = {M} on V and on A = V B (B: V's top "
