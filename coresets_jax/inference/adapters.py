@@ -46,7 +46,8 @@ def schedule(num_warmup: int, init_buffer: int = 75, final_buffer: int = 50,
 
 
 class AdaptState(NamedTuple):
-    """Warm-up state: (log step size, step count), current Cholesky factor, Welford sums."""
+    """Warm-up state: (log step size, steps since the last window's end, whether no window has ended yet),
+    the current Cholesky factor, and the Welford sums of the open window."""
 
     da: tuple
     chol: Array
@@ -123,22 +124,54 @@ def metropolis_schedule(num_warmup: int) -> tuple[np.ndarray, np.ndarray]:
     return schedule(num_warmup, final_buffer=max(50, num_warmup // 5))
 
 
+# The most a window's covariance estimate may stretch or shrink the proposal covariance in any direction.
+MAX_WINDOW_CHANGE = 4.0
+
+
+def _window_covariance(count, m2, chol, prior_steps):
+    """The Cholesky factor of the proposal covariance after a slow window: the window's covariance S (shrunk
+    towards its diagonal), pooled with the current C = L L^T weighted as `prior_steps` steps against the
+    window's `count` (as an inverse-Wishart prior at C would be), then held within MAX_WINDOW_CHANGE of C in every direction (the eigenvalues
+    of L^-1 S L^-T clipped). Positions of a chain still travelling from a far start stretch S along its path
+    and collapse it across; so do the few, correlated positions of a random walk in many dimensions."""
+    cov = _shrunk_cov(count, m2)
+    current = chol @ chol.T
+    if prior_steps is not None:
+        cov = (count * cov + prior_steps * current) / (count + prior_steps)
+    half = jax.scipy.linalg.solve_triangular(chol, cov, lower=True)
+    relative = jax.scipy.linalg.solve_triangular(chol, half.T, lower=True)
+    lam, q = jnp.linalg.eigh(0.5 * (relative + relative.T))
+    lam = jnp.clip(lam, 1.0 / MAX_WINDOW_CHANGE, MAX_WINDOW_CHANGE)
+    cov = chol @ ((q * lam) @ q.T) @ chol.T
+    return jnp.linalg.cholesky(0.5 * (cov + cov.T))
+
+
 def metropolis_adapter(target: float, initial_step_size, initial_chol: Array, reference_step_size,
-                       adapt_step_size: bool = True) -> Adapter:
-    """The adaptation of (step_size, chol) of `run_warmup` as an `Adapter` (its `update` takes the
-    acceptance rate with NaN already replaced by 0)."""
-    def da_init(step_size):
-        return (jnp.log(step_size), jnp.zeros((), step_size.dtype))
+                       adapt_step_size: bool = True, steps_per_draw: Optional[float] = None) -> Adapter:
+    """The windowed adaptation of (step_size, chol) of the Metropolis kernels as an `Adapter` (its `update`
+    takes the acceptance rate with NaN already replaced by 0).
 
-    def da_update(da, acceptance_rate):
-        # Robbins–Monro on log h with gain (t + 10)^(-0.6) (Andrieu & Thoms 2008, §5); the last iterate is
-        # used. Dual averaging's average is biased here: a one-step acceptance probability is too noisy.
-        log_h, t = da
-        t = t + 1.0
-        return (log_h + (t + 10.0) ** (-0.6) * (acceptance_rate - target), t)
-
+    - The log scale follows Robbins–Monro towards `target` (Andrieu & Thoms 2008, §5), with gain 1 until the
+      first window ends, then (t + 10)^-0.6 from each window's end, restarting at `reference_step_size`; the
+      last iterate is used (a one-step acceptance probability is too noisy for dual averaging's average).
+      Far from the posterior the right scale grows with the distance, so the constant first gain lets a
+      chain started there reach the posterior in a few steps per halving of the distance.
+    - At each window's end the covariance becomes `_window_covariance`; `steps_per_draw` (steps of the
+      tuned kernel per independent draw) counts a window of n steps as n / steps_per_draw draws against
+      the current covariance's D; None pools nothing.
+    """
     d = initial_chol.shape[0]
     dtype = initial_chol.dtype
+    prior_steps = None if steps_per_draw is None else d * steps_per_draw
+
+    def da_init(step_size, first=False):
+        return (jnp.log(step_size), jnp.zeros((), step_size.dtype), jnp.asarray(first))
+
+    def da_update(da, acceptance_rate):
+        log_h, t, first = da
+        t = t + 1.0
+        gain = jnp.where(first, 1.0, (t + 10.0) ** (-0.6))
+        return (log_h + gain * (acceptance_rate - target), t, first)
 
     def tuning(ad: AdaptState):
         return jnp.exp(ad.da[0]).astype(dtype), ad.chol
@@ -153,7 +186,7 @@ def metropolis_adapter(target: float, initial_step_size, initial_chol: Array, re
         m2 = jnp.where(is_slow, ad.m2 + jnp.outer(delta, x - mean), ad.m2)
 
         def close_window(_):
-            chol = jnp.linalg.cholesky(_shrunk_cov(count, m2))
+            chol = _window_covariance(count, m2, ad.chol, prior_steps)
             ok = jnp.all(jnp.isfinite(chol))
             chol = jnp.where(ok, chol, ad.chol)
             restart = jnp.where(ok, reference_step_size, jnp.exp(da[0])) if adapt_step_size else jnp.exp(da[0])
@@ -162,6 +195,6 @@ def metropolis_adapter(target: float, initial_step_size, initial_chol: Array, re
 
         return jax.lax.cond(is_end, close_window, lambda _: AdaptState(da, ad.chol, count, mean, m2), None)
 
-    init = AdaptState(da_init(jnp.asarray(initial_step_size, dtype)), initial_chol,
+    init = AdaptState(da_init(jnp.asarray(initial_step_size, dtype), first=True), initial_chol,
                       jnp.zeros((), dtype), jnp.zeros(d, dtype), jnp.zeros((d, d), dtype))
     return Adapter(init, tuning, update)  # the last step's (step size, chol) is the final tuning

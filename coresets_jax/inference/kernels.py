@@ -72,6 +72,9 @@ class KernelSpec(NamedTuple):
       gradient evaluation plus one.
     scale_setting: the setting holding the scale warm-up starts from (a positive number, or None for
       `reference_step_size`); "width" for slice sampling; None for a kernel with no such setting.
+    steps_per_draw: optional `D -> steps of the tuned kernel per independent draw`; a "cholesky" kernel's
+      warm-up then pools each window's covariance with the current one, weighted as D draws
+      (`adapters.metropolis_adapter`). None pools nothing.
     """
 
     build: Callable[[Callable, Tuning, dict], SamplingAlgorithm]
@@ -83,6 +86,7 @@ class KernelSpec(NamedTuple):
     adapts_step_size: bool = True
     density_evals: Optional[Callable[[Any], Array]] = None
     scale_setting: Optional[str] = "initial_step_size"
+    steps_per_draw: Optional[Callable[[int], float]] = None
 
 
 def _jittered_hmc_kernel(rng_key, state, logdensity_fn, step_size, inverse_mass_matrix, num_steps, jitter):
@@ -190,9 +194,11 @@ register_kernel("hmc", KernelSpec(
 register_kernel("mala", KernelSpec(
     lambda ld, t, s: _mala.mala(ld, t.step_size, t.precond), {"target_accept": 0.574, "initial_step_size": None},
     "cholesky", lambda info: jnp.asarray(1, jnp.int32), lambda d: 1.65 * d ** (-1.0 / 6.0)))
+# The tuned random walk's efficiency is about 0.331 / D (Roberts & Rosenthal 2001): D / 0.331 steps per draw.
 register_kernel("rwmh", KernelSpec(
     lambda ld, t, s: _rwmh.rwmh(ld, t.step_size, t.precond), {"target_accept": 0.234, "initial_step_size": None},
-    "cholesky", lambda info: jnp.asarray(0, jnp.int32), lambda d: 2.38 / math.sqrt(d)))
+    "cholesky", lambda info: jnp.asarray(0, jnp.int32), lambda d: 2.38 / math.sqrt(d),
+    steps_per_draw=lambda d: d / 0.331))
 # Width 3 in units of the preconditioned direction: about the length of a slice through a standard normal
 # at a typical level (Neal 2003, §4.2: a width near the slice's size costs the fewest evaluations).
 # precondition=False gives unit directions in theta itself (Coreset MCMC's published sampler: width 10,

@@ -14,17 +14,19 @@ The Metropolis kernels take a global scale `step_size` and a preconditioner give
 covariance C. Warm-up adapts them together, in Stan's windowed scheme:
 
 - the log scale by a Robbins–Monro recursion towards a target acceptance rate (0.574 for MALA as in LR §4
-  and App. E; 0.234 for the random walk as in HC §7.3);
+  and App. E; 0.234 for the random walk as in HC §7.3), with a constant gain until the first window ends so
+  that a chain started far away travels at the scale the distance calls for;
 - the covariance C from the positions visited in a sequence of doubling "slow" windows (Welford
-  accumulation), shrunk towards its own diagonal; at each window end the scale restarts from the
-  optimal-scaling reference for the new covariance.
+  accumulation), shrunk towards its own diagonal, pooled with the current C for a kernel that states its
+  steps per draw (the random walk), and changed by at most a factor of 4 in any direction per window; at
+  each window end the scale restarts from the optimal-scaling reference for the new covariance.
 
 The schedule is computed in Python from the static `num_warmup`, so the whole warm-up is one `lax.scan`.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -74,7 +76,8 @@ def run_window_adaptation(step: Callable, state, key: Array, num_warmup: int, ta
 
 def run_warmup(step: Callable, state, position_of: Callable, key: Array, num_warmup: int,
                target: float, initial_step_size, initial_chol: Array, reference_step_size: float,
-               show_progress: bool = False, adapt_step_size: bool = True):
+               show_progress: bool = False, adapt_step_size: bool = True,
+               steps_per_draw: Optional[float] = None):
     """Adapt (step_size, chol) over `num_warmup` steps of `step(key, state, step_size, chol)`.
 
     Args:
@@ -87,11 +90,14 @@ def run_warmup(step: Callable, state, position_of: Callable, key: Array, num_war
         (2.38 / sqrt(D) for the random walk, about 1.65 D^(-1/6) for MALA; Roberts & Rosenthal 2001).
       adapt_step_size: False keeps the scale at `initial_step_size` and adapts only the covariance (slice
         sampling, whose interval search sizes every move itself).
+      steps_per_draw: the kernel's steps per independent draw, which pools each window's covariance with
+        the current one (`adapters.metropolis_adapter`); None pools nothing.
 
     Returns:
       (final state, step_size, chol, mean acceptance rate over warm-up).
     """
-    adapter = metropolis_adapter(target, initial_step_size, initial_chol, reference_step_size, adapt_step_size)
+    adapter = metropolis_adapter(target, initial_step_size, initial_chol, reference_step_size, adapt_step_size,
+                                 steps_per_draw)
     slow, end = metropolis_schedule(num_warmup)
 
     def body(carry, xs):
@@ -133,8 +139,12 @@ def adapter_for(method: str, settings: dict, tuning: Tuning, dim: int, num_warmu
     if spec.precond == "diagonal":
         return (window_adapter(target, tuning.step_size, tuning.precond, dtype), *schedule(num_warmup))
     reference = spec.reference_step_size(dim) if spec.reference_step_size is not None else tuning.step_size
-    return (metropolis_adapter(target, tuning.step_size, tuning.precond, reference, spec.adapts_step_size),
-            *metropolis_schedule(num_warmup))
+    return (metropolis_adapter(target, tuning.step_size, tuning.precond, reference, spec.adapts_step_size,
+                               _steps_per_draw(spec, dim)), *metropolis_schedule(num_warmup))
+
+
+def _steps_per_draw(spec, dim: int) -> Optional[float]:
+    return None if spec.steps_per_draw is None else float(spec.steps_per_draw(dim))
 
 
 def warmup(method: str, logdensity_fn: Callable, num_steps: int, settings: dict,
@@ -166,7 +176,7 @@ def warmup(method: str, logdensity_fn: Callable, num_steps: int, settings: dict,
                      else tuning.step_size)
         state, h, chol, acc = run_warmup(step_fn, kernel.init(position), lambda s: s.position, key, num_steps,
                                          target, tuning.step_size, tuning.precond, reference, show_progress,
-                                         spec.adapts_step_size)
+                                         spec.adapts_step_size, _steps_per_draw(spec, position.shape[0]))
         return state, Tuning(h, chol), acc
 
     return run
