@@ -6,7 +6,9 @@ condition number kappa(A_S) rather than kappa(A_S)^2: Fisher features of logisti
 values spanning 1e15, so the Gram route is hopeless in float64 and in float32 alike (issue 11).
 
 Layout, shared by every function here: A_S occupies the first n of k slots, in slot order; Q is (J, k) and R
-is (k, k) upper triangular with A_S = Q[:, :n] R[:n, :n]; qty = Q^T y. Slots >= n are padding and are masked.
+is (k, k) upper triangular with A_S = Q[:, :n] R[:n, :n]; qty = Q^T y. Slots >= n are padding and are masked;
+R's padding columns are those of the identity, so a triangular solve over all k slots needs no masked copy of
+R (with a right-hand side that is 0 on the padding, the padding's solution is 0).
 
 - `qr_append`: one column more, by classical Gram-Schmidt with one re-orthogonalisation (CGS2, Giraud et al.
   2005: orthogonal to working precision), O(J k).
@@ -29,9 +31,8 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.linalg import solve_triangular
 
-__all__ = ["QR", "qr_append", "solve_on_support", "active_set_nnls", "qr_empty", "qr_delete",
+__all__ = ["Appended", "QR", "qr_append", "qr_commit", "qr_orthogonalize", "solve_on_support", "solve_upper", "active_set_nnls", "qr_empty", "qr_delete",
            "qr_delete_many", "two_sum", "two_prod", "residual", "residual_pair", "dot_rows",
            "round_nearest_plane"]
 
@@ -172,19 +173,22 @@ def residual(y: Array, rows: Array, x: Array, x_lo: Array | None = None) -> Arra
 def dot_rows(rows: Array, r: Array, r_lo: Array | None = None, bound: Array | None = None) -> Array:
     """rows @ (r + r_lo) (rows (k, J); r, r_lo (J,), or (k, J) for row-wise products), each of the k dot
     products accurate to about eps^2 sum_j |a_j r_j|, then rounded once. `bound`: only the rows before it
-    are needed (the others come back 0). Cost O(k J)."""
+    are needed (the others come back 0). Cost O(k J).
+
+    Each chunk is summed along J as a (J, c) block (`_sum_pair` on axis 0, contiguous slices): the same
+    additions in the same order as along axis 1 of (c, J), 1.7x faster."""
     k = rows.shape[0]
     rows = rows.astype(r.dtype)
     c = min(_CHUNK, k)
 
-    def chunk(a, start):
-        return a[None, :] if a.ndim == 1 else jax.lax.dynamic_slice_in_dim(a, start, c)
+    def chunk(a, start):  # (J, c) or (J, 1)
+        return a[:, None] if a.ndim == 1 else jax.lax.dynamic_slice_in_dim(a, start, c).T
 
     def body(start, first, out):
-        a = jax.lax.dynamic_slice_in_dim(rows, start, c)
+        a = jax.lax.dynamic_slice_in_dim(rows, start, c).T
         p, e = two_prod(a, chunk(r, start))
-        lo = jnp.zeros(c, r.dtype) if r_lo is None else jnp.sum(a * chunk(r_lo, start), axis=1)
-        return jax.lax.dynamic_update_slice_in_dim(out, _sum_pair(p, e, lo, axis=1)[0], start, 0)
+        lo = jnp.zeros(c, r.dtype) if r_lo is None else jnp.sum(a * chunk(r_lo, start), axis=0)
+        return jax.lax.dynamic_update_slice_in_dim(out, _sum_pair(p, e, lo, axis=0)[0], start, 0)
 
     return _chunk_loop(k, bound, body, jnp.zeros(k, r.dtype))[1]
 
@@ -200,64 +204,108 @@ class QR(NamedTuple):
 
 
 def qr_empty(dim: int, capacity: int, dtype) -> QR:
-    return QR(jnp.zeros((capacity, dim), dtype), jnp.zeros((capacity, capacity), dtype),
-              jnp.zeros(capacity, dtype), jnp.asarray(0, jnp.int32))
+    return QR(jnp.zeros((capacity, dim), dtype), jnp.eye(capacity, dtype=dtype), jnp.zeros(capacity, dtype),
+              jnp.asarray(0, jnp.int32))
 
 
-def qr_append(f: QR, column: Array, y: Array) -> tuple[QR, Array]:
-    """Append `column` at slot `count` (CGS2). Returns the factorisation and the new column's pivot |R_tt|
-    relative to ||column||: the caller refuses a column whose pivot is at the rounding level (it lies in the
-    span of the support, so it cannot lower the residual and would make R singular)."""
+def solve_upper(r: Array, b: Array, transpose: bool = False) -> Array:
+    """R^{-1} b (or R^{-T} b) for R (k, k) upper triangular with a non-zero diagonal. Passed to LAPACK as
+    the lower triangle of R^T, which is R's own buffer read column-major: solving with R itself made XLA
+    copy R into column-major order first (11 ms against 1 ms at k = 2,000)."""
+    return jax.lax.linalg.triangular_solve(r.T, b[:, None], left_side=True, lower=True,
+                                           transpose_a=not transpose)[:, 0]
+
+
+class Appended(NamedTuple):
+    """A column orthogonalised against a factorisation (`qr_orthogonalize`), before it is written into it:
+    its coefficients on Q's columns, its unit direction orthogonal to them and its norm there (rho), and
+    rho relative to the column's norm (its pivot)."""
+
+    coef: Array
+    direction: Array
+    rho: Array
+    pivot: Array
+
+
+def qr_orthogonalize(f: QR, column: Array) -> Appended:
+    """`column` against Q's first `count` columns by classical Gram-Schmidt with one re-orthogonalisation
+    (CGS2, Giraud et al. 2005: orthogonal to working precision), O(J k). Reads `f` only."""
     k = f.r.shape[0]
-    t = f.count
-    active = jnp.arange(k) < t
+    active = jnp.arange(k) < f.count
     coef = jnp.where(active, f.qt @ column, 0.0)
     resid = column - coef @ f.qt
     again = jnp.where(active, f.qt @ resid, 0.0)  # the second pass restores orthogonality lost to round-off
     resid = resid - again @ f.qt
     coef = coef + again
     rho = jnp.linalg.norm(resid)
-    qt = resid / jnp.maximum(rho, jnp.finfo(rho.dtype).tiny)
-    r = f.r.at[:, t].set(coef.at[t].set(rho))
-    qr = QR(f.qt.at[t].set(qt), r, f.qty.at[t].set(jnp.dot(qt, y)), t + 1)
-    return qr, rho / jnp.maximum(jnp.linalg.norm(column), jnp.finfo(rho.dtype).tiny)
+    direction = resid / jnp.maximum(rho, jnp.finfo(rho.dtype).tiny)
+    return Appended(coef, direction, rho, rho / jnp.maximum(jnp.linalg.norm(column), jnp.finfo(rho.dtype).tiny))
+
+
+def qr_commit(f: QR, a: Appended, y: Array, take: Array = True) -> QR:
+    """`f` with the orthogonalised column `a` in slot `count` where `take` holds, else `f` unchanged. Only
+    slot `count`'s row of Q, column of R and entry of Q^T y are written (in place)."""
+    t = f.count
+    take = jnp.asarray(take)
+    qt = f.qt.at[t].set(jnp.where(take, a.direction, f.qt[t]))
+    r = f.r.at[:, t].set(jnp.where(take, a.coef.at[t].set(a.rho), f.r[:, t]))
+    qty = f.qty.at[t].set(jnp.where(take, jnp.dot(a.direction, y), f.qty[t]))
+    return QR(qt, r, qty, t + take.astype(t.dtype))
+
+
+def qr_append(f: QR, column: Array, y: Array) -> tuple[QR, Array]:
+    """Append `column` at slot `count` (CGS2, `qr_orthogonalize`). Returns the factorisation and the new column's
+    pivot |R_tt| relative to ||column||: the caller refuses a column whose pivot is at the rounding level (it
+    lies in the span of the support, so it cannot lower the residual and would make R singular)."""
+    a = qr_orthogonalize(f, column)
+    return qr_commit(f, a, y), a.pivot
 
 
 def solve_on_support(f: QR) -> Array:
     """argmin_z ||y - A_S z|| on the first `count` slots (0 elsewhere): back-substitution R z = Q^T y."""
-    k = f.r.shape[0]
-    active = jnp.arange(k) < f.count
-    r = jnp.where(active[:, None] & active[None, :], f.r, jnp.eye(k, dtype=f.r.dtype))
-    z = solve_triangular(r, jnp.where(active, f.qty, 0.0), lower=False)
-    return jnp.where(active, z, 0.0)
+    active = jnp.arange(f.r.shape[0]) < f.count
+    return jnp.where(active, solve_upper(f.r, jnp.where(active, f.qty, 0.0)), 0.0)
 
 
 def qr_delete(f: QR, slot: Array) -> QR:
     """Remove the column at `slot`; later columns shift left by one (order kept). Deleting a column leaves R
     upper Hessenberg from `slot` on; Givens rotations of rows (j, j+1), j = slot .. count-2, restore it, applied
-    to Q's columns and to Q^T y alike (Golub & Van Loan, section 6.5.2). O(k (k + J))."""
+    to Q's columns and to Q^T y alike (Golub & Van Loan, section 6.5.2). O(k (k + J)).
+
+    Rotation j makes row j final and changes row j + 1, which then meets row j + 2: the loop carries that
+    row and writes each final row once into a fresh array, reading the old ones, so no rotation copies the
+    whole of Q or R (in place, XLA copied both at every rotation: 0.6 ms each at k = 800, J = 1325)."""
     k = f.r.shape[0]
     ar = jnp.arange(k)
-    order = jnp.where(ar < slot, ar, jnp.minimum(ar + 1, k - 1))
-    r = jnp.where((ar < f.count - 1)[None, :], f.r[:, order], 0.0)
+    # columns after `slot` move one left: a select against R rolled by one (a gather of columns is 7x slower)
+    r = jnp.where((ar < slot)[None, :], f.r, jnp.roll(f.r, -1, axis=1))
+    r = jnp.where((ar < f.count - 1)[None, :], r, 0.0)
+    stop = jnp.maximum(f.count - 1, slot)  # rows slot .. stop - 1 are rotated
 
     def rotate(j, c):
-        q, r, qty = c
-        a, b = r[j, j], r[j + 1, j]
+        out_q, out_r, out_t, cq, cr, ct = c  # cq, cr, ct: row j as rotations so far left it
+        nq, nr, nt = f.qt[j + 1], r[j + 1], f.qty[j + 1]
+        a, b = cr[j], nr[j]
         h = jnp.hypot(a, b)
-        use = (j >= slot) & (j < f.count - 1) & (h > 0)
-        cs = jnp.where(use, a / jnp.where(h > 0, h, 1.0), 1.0)
-        sn = jnp.where(use, b / jnp.where(h > 0, h, 1.0), 0.0)
-        rj, rk = r[j], r[j + 1]
-        r = r.at[j].set(cs * rj + sn * rk).at[j + 1].set(cs * rk - sn * rj)
-        qj, qk = q[j], q[j + 1]
-        q = q.at[j].set(cs * qj + sn * qk).at[j + 1].set(cs * qk - sn * qj)
-        tj, tk = qty[j], qty[j + 1]
-        qty = qty.at[j].set(cs * tj + sn * tk).at[j + 1].set(cs * tk - sn * tj)
-        return q, r, qty
+        use = h > 0
+        cs = jnp.where(use, a / jnp.where(use, h, 1.0), 1.0)
+        sn = jnp.where(use, b / jnp.where(use, h, 1.0), 0.0)
+        out_q = jax.lax.dynamic_update_index_in_dim(out_q, cs * cq + sn * nq, j, 0)
+        out_r = jax.lax.dynamic_update_index_in_dim(out_r, cs * cr + sn * nr, j, 0)
+        out_t = out_t.at[j].set(cs * ct + sn * nt)
+        return out_q, out_r, out_t, cs * nq - sn * cq, cs * nr - sn * cr, cs * nt - sn * ct
 
-    q, r, qty = jax.lax.fori_loop(slot, jnp.maximum(f.count - 1, slot), rotate, (f.qt, r, f.qty))
-    return QR(q, jnp.triu(r), qty, f.count - 1)
+    last = jnp.minimum(stop, k - 1)
+    first = jnp.minimum(slot, k - 1)
+    init = (f.qt, r, f.qty, f.qt[first], r[first], f.qty[first])
+    q, r, qty, cq, cr, ct = jax.lax.fori_loop(slot, stop, rotate, init)
+    # the row the last rotation left behind (row stop, or row slot when nothing was rotated)
+    keep = stop > slot
+    q = jax.lax.dynamic_update_index_in_dim(q, jnp.where(keep, cq, q[last]), last, 0)
+    r = jax.lax.dynamic_update_index_in_dim(r, jnp.where(keep, cr, r[last]), last, 0)
+    qty = qty.at[last].set(jnp.where(keep, ct, qty[last]))
+    padding = ar >= f.count - 1
+    return QR(q, jnp.where(padding[None, :], jnp.eye(k, dtype=r.dtype), jnp.triu(r)), qty, f.count - 1)
 
 
 def qr_delete_many(f: QR, drop: Array) -> QR:
@@ -310,7 +358,8 @@ def active_set_nnls(columns: Array, y: Array, x: Array, f: QR, x_lo: Array | Non
                     refine: int = 8, r0: tuple[Array, Array] | None = None) -> tuple[Array, Array, QR]:
     """The inner loop of Lawson & Hanson's NNLS (1974, Algorithm 23.10, steps 6-11) on the support of `f`.
 
-    `columns` (J, k) are the support's columns in the input's slot order, `x` is feasible (>= 0 on the first
+    `columns` (J, k) are the support's columns in the input's slot order (or a function returning them), `x`
+    is feasible (>= 0 on the first
     f.count slots, 0 elsewhere) and `f` factors those columns of `columns`. Solve the
     unconstrained least squares z on the support; while some z_i <= 0, move from x towards z until the first
     coordinate reaches 0 (the ratio test), drop the coordinates at 0 from the factorisation (`qr_delete_many`)
@@ -326,7 +375,9 @@ def active_set_nnls(columns: Array, y: Array, x: Array, f: QR, x_lo: Array | Non
     (Bjorck 1967) with both residuals, f = y - r - A z and g = -A^T r, compensated (`residual_pair`,
     `dot_rows`) and z, r kept as pairs (hi, lo): dz = R^{-1} (Q^T f - R^{-T} g), dr = f - Q (Q^T f - R^{-T} g),
     until dr is below eps ||r||, a step fails to halve, or `refine` steps (one only when the first step
-    already left the feasible set: it decides which coordinate reaches 0 first). Each step shrinks the error
+    already left the feasible set: it decides which coordinate reaches 0 first). `refine = 0` keeps to the
+    working precision throughout: the first step only, and after the ratio test the residual of
+    x + alpha (z - x) as r_x + alpha (r_z - r_x), so the columns are never read. Each step shrinks the error
     by about eps kappa(A_S D) (D any column scaling), so z converges below the working precision. Refining z
     alone, z += R^{-1} Q^T (y - A z), stops at eps kappa(A) ||r|| / ||A z|| relative, whatever the precision
     of the residual, because the stored Q spans A's columns only to eps: measured 1e-3 in float32 on
@@ -340,7 +391,9 @@ def active_set_nnls(columns: Array, y: Array, x: Array, f: QR, x_lo: Array | Non
     """
     pair = x_lo is not None
     k = x.shape[0]
-    rows = columns.T
+    # `columns` may be a function that returns them: then they are gathered only where needed (with
+    # refine = 0, after a column is dropped)
+    rows_of = (lambda: columns().T) if callable(columns) else (lambda: columns.T)
     ar = jnp.arange(k)
 
     def expand(passive, z_compact):  # compact slots -> the input's slots
@@ -350,17 +403,16 @@ def active_set_nnls(columns: Array, y: Array, x: Array, f: QR, x_lo: Array | Non
         """The least squares on the passive set from z (0 elsewhere) and its residual pair (r, r_lo): one
         plain step, then compensated ones (docstring above). Returns (z, z_lo, r, r_lo)."""
         active = ar < f.count
-        eye = jnp.eye(k, dtype=f.r.dtype)
-        r_mat = jnp.where(active[:, None] & active[None, :], f.r, eye)
         eps = jnp.finfo(x.dtype).eps
         order = _compact_order(passive)
 
         def correction(z, z_lo, r, r_lo):
+            rows = rows_of()
             res, _ = residual_pair(y, rows, z, z_lo, r, r_lo, bound)  # f = y - r - A z
             g = jnp.where(passive, -dot_rows(rows, r, r_lo, bound), 0.0)[order]  # -A^T r, compact
-            u = solve_triangular(r_mat, jnp.where(active, g, 0.0), lower=False, trans="T")
+            u = solve_upper(f.r, jnp.where(active, g, 0.0), transpose=True)
             d = jnp.where(active, f.qt @ res, 0.0) - u
-            dz = jnp.where(passive, expand(passive, solve_triangular(r_mat, d, lower=False)), 0.0)
+            dz = jnp.where(passive, expand(passive, solve_upper(f.r, d)), 0.0)
             return dz, res - d @ f.qt
 
         def go(c):
@@ -381,7 +433,7 @@ def active_set_nnls(columns: Array, y: Array, x: Array, f: QR, x_lo: Array | Non
 
         # first step in working precision (the classical z += R^{-1} Q^T r): cheap, and accurate to eps kappa
         c = jnp.where(active, f.qt @ r, 0.0)
-        dz = jnp.where(passive, expand(passive, solve_triangular(r_mat, c, lower=False)), 0.0)
+        dz = jnp.where(passive, expand(passive, solve_upper(f.r, c)), 0.0)
         z, z_lo = _df_add(z, z_lo, dz)
         r, r_lo = _df_add(r, r_lo, -(c @ f.qt))
         if refine < 1:
@@ -401,11 +453,14 @@ def active_set_nnls(columns: Array, y: Array, x: Array, f: QR, x_lo: Array | Non
 
     def body(c):
         x, x_lo, passive, f, _, it, r, r_lo = c
-        if r0 is None:
-            r, r_lo = residual_pair(y, rows, x, x_lo, bound=bound)
+        if refine < 1:  # the carried residual is that of x (below): recomputed only without a given r0
+            if r0 is None:
+                r, r_lo = jax.lax.cond(it == 0, lambda: residual_of(x, x_lo), lambda: (r, r_lo))
+        elif r0 is None:
+            r, r_lo = residual_of(x, x_lo)
         else:  # the caller's residual of x on the first pass; x moved on later passes
-            r, r_lo = jax.lax.cond(it == 0, lambda: (r, r_lo),
-                                   lambda: residual_pair(y, rows, x, x_lo, bound=bound))
+            r, r_lo = jax.lax.cond(it == 0, lambda: (r, r_lo), lambda: residual_of(x, x_lo))
+        r_x = r
         z, z_lo, r, r_lo = least_squares(passive, f, x, x_lo, r, r_lo)
         bad = passive & (z <= 0)
         feasible = ~jnp.any(bad)
@@ -416,9 +471,16 @@ def active_set_nnls(columns: Array, y: Array, x: Array, f: QR, x_lo: Array | Non
         keep = passive & (x_next > 0)
         # the dropped coordinates, in compact slot numbering
         drop = (passive & ~keep)[_compact_order(passive)]
-        f = jax.lax.cond(feasible, lambda: f, lambda: qr_delete_many(f, drop))
+        f = jax.lax.cond(feasible, lambda f: f, lambda f: qr_delete_many(f, drop), f)
+        if refine < 1:  # the residual of x_next = x + alpha (z - x) without gathering the columns
+            r = jnp.where(feasible, r, r_x + alpha * (r - r_x))
         return (jnp.where(feasible, z, x_next), jnp.where(feasible, z_lo, 0.0), jnp.where(feasible, passive, keep),
                 f, feasible, it + 1, r, r_lo)
+
+    def residual_of(x, x_lo):  # y - A x: compensated, or in the working precision alone (refine = 0)
+        if refine < 1:
+            return y - (x + x_lo) @ rows_of(), jnp.zeros_like(y)
+        return residual_pair(y, rows_of(), x, x_lo, bound=bound)
 
     passive = ar < f.count
     bound = f.count  # the passive slots only shrink from here

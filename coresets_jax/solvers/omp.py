@@ -53,7 +53,7 @@ step at the same support costs 3-10% more CPU (the compensated work); a whole ca
 compilation takes ~1.5x longer.
 
 Stopping: no row outside the support correlates positively with the residual above eps ||r|| (compensated
-score), the error has not fallen by 1% in `patience` = 25 steps, or after `max_iter` steps (default 2 * size).
+score), the error has not fallen by 1% in max(25, J / 20) steps, or after `max_iter` steps (default 2 * size).
 The best iterate seen is returned.
 
 The step budget. The reference library builds a coreset of size M in M steps (`build(M)`: one selection and
@@ -67,6 +67,16 @@ the reference library's budget, at half the passes over V.
 
 One pass over V per iteration (the correlations); the support rows are gathered with `take_rows`, so the
 refit never touches V.
+
+Large coresets (ours). From LARGE_SIZE = 512 points on, one pass serves several atoms by default
+(`atoms_per_pass_for`: size // 64, at most 16): the pass keeps its 8 k best rows (the pool), and while the
+pool's best row, scored exactly against the current residual, still scores above the lowest pool score of
+the pass (no row outside the pool scored higher then), the next atom comes from the pool. The choice among
+the pool is exact; only a row outside it whose correlation rose past the pool since the pass is missed.
+`compensated=False` drops the compensated refinement for features whose fit stays far above float32's
+rounding (the second-order features of `features.taylor`, fit to a KL target of about 1e-2 relative): a
+step then costs O(J M) in the working precision, and a dropped column's residual comes from the two
+least-squares residuals, not from the support's rows.
 
 The greedy path (`path_sizes`, ours; used by `cj.coreset(..., tol=...)`). OMP at size m follows the same
 steps as OMP at any larger size for as long as its support has fewer than m rows: a step's selection and refit
@@ -88,18 +98,23 @@ import numpy as np
 
 from ..core.validate import check_bool, check_nonneg_float, check_positive_int
 from .base import Problem, Solver, Support, matvec, sequential_under_vmap, support_empty, take_rows, top_k
-from .least_squares import QR, active_set_nnls, dot_rows, qr_append, qr_empty, residual_pair, round_nearest_plane
+from .least_squares import (QR, Appended, active_set_nnls, dot_rows, qr_commit, qr_empty, qr_orthogonalize,
+                            residual_pair, round_nearest_plane)
 from .ops import nnls_gram
 
 __all__ = ["omp", "OMPState", "nnls_default_tol"]
 
-_PATIENCE = 25  # steps without a 1% fall of the error before OMP stops
+_PATIENCE = 25  # steps without a 1% fall of the error before OMP stops: at least this, and J / 20 (a step
+# lowers the squared error by about 1 / J of itself early on: J = 2,000 second-order features fall 1% in ~40)
 _PROGRESS = 0.01
 _REFINE = 8  # at most this many compensated refinement steps per least-squares solve
 _STEPS = 2  # at most _STEPS * size steps by default (`max_iter`)
 _CANDIDATES = 8  # candidates re-scored (compensated) and checked for their pivot per step (exact NNLS)
 _PIVOT = 4  # a new row needs a pivot above this many eps (relative to its norm)
 _FLOOR = 1  # selection floor on <r, v_n> / ||v_n||, in units of eps ||r|| (module docstring)
+LARGE_SIZE = 512  # from this many points on, one pass over V serves several atoms by default
+_MAX_ATOMS = 16  # ... at most this many
+_POOL = 8  # a pass keeps _POOL x atoms_per_pass rows to choose among
 
 
 def nnls_default_tol(dtype) -> float:
@@ -119,7 +134,10 @@ class OMPState(NamedTuple):
     errors[t] is the squared relative error after step t. best (with best_lo and best_r, its R) is the best
     iterate. marks (with marks_lo, marks_r, marks_error) holds, per size of `path_sizes` (leading axis K), the
     best iterate of the steps that began with fewer rows than that size; marks_open says which are still
-    taking iterates (the greedy path, module docstring).
+    taking iterates (the greedy path, module docstring). With several atoms per pass, pool holds the rows
+    the last pass scored best, pool_bar the lowest of their scores then (no row outside the pool scored
+    higher), pool_left how many more atoms they may give before the next pass; passes counts the passes over
+    V.
     """
 
     support: Support
@@ -147,6 +165,10 @@ class OMPState(NamedTuple):
     marks_r: jax.Array
     marks_error: jax.Array
     marks_open: jax.Array
+    pool: jax.Array
+    pool_bar: jax.Array
+    pool_left: jax.Array
+    passes: jax.Array
 
 
 def _kkt_rows(rows: jax.Array, target: jax.Array, resid: jax.Array, x: jax.Array, mask: jax.Array) -> jax.Array:
@@ -189,8 +211,15 @@ def _check_path_sizes(path_sizes, size: int) -> tuple:
     return out
 
 
+def atoms_per_pass_for(size: int) -> int:
+    """The default atoms per pass over V: 1 below LARGE_SIZE points, else size // 64, at most 16 (module
+    docstring, "Large coresets")."""
+    return 1 if size < LARGE_SIZE else min(_MAX_ATOMS, size // 64)
+
+
 def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
-        exact_nnls: bool = True, path_sizes: tuple = (), max_iter: Optional[int] = None) -> Solver:
+        exact_nnls: bool = True, path_sizes: tuple = (), max_iter: Optional[int] = None,
+        atoms_per_pass: Optional[int] = None, compensated: bool = True) -> Solver:
     """OMP with budget `size` (capacity).
 
     max_iter: the most steps (selections and refits; one pass over V each). None (default): 2 * size. The
@@ -205,8 +234,23 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
     the support rows that grows by one column per step (`least_squares`), exact up to the dtype's round-off.
     exact_nnls=False: accelerated projected gradient on the support Gram (`ops.nnls_gram`) with nnls_max_iter
     and nnls_tol (None: by dtype, `nnls_default_tol`), the previous default (module docstring).
+
+    atoms_per_pass: how many selections one pass over V serves (exact NNLS only). None (default):
+    `atoms_per_pass_for(size)`, 1 below LARGE_SIZE points. With k > 1 a pass keeps its 8 k best rows, and the
+    next k selections choose among them on their exact correlations with the current residual (module
+    docstring, "Large coresets").
+
+    compensated: True (default) refines each least squares in compensated arithmetic (module docstring);
+    False solves it in the working precision only, for features whose fit stays far above the rounding level
+    (the second-order features of `features.taylor`), at a fraction of the cost per step.
     """
     exact_nnls = check_bool(exact_nnls, "exact_nnls")
+    compensated = check_bool(compensated, "compensated")
+    atoms = atoms_per_pass_for(size) if atoms_per_pass is None else check_positive_int(atoms_per_pass,
+                                                                                        "atoms_per_pass")
+    if atoms > 1 and not exact_nnls:
+        raise ValueError("atoms_per_pass: several atoms per pass need exact_nnls=True")
+    pool_size = 1 if atoms == 1 else _POOL * atoms
     nnls_max_iter = check_positive_int(nnls_max_iter, "nnls_max_iter")
     if nnls_tol is not None:
         nnls_tol = check_nonneg_float(nnls_tol, "nnls_tol")
@@ -222,35 +266,72 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
         n, dim = problem.V.shape
         qr = qr_empty(dim, size, dtype) if exact_nnls else qr_empty(1, 1, dtype)
         cache = 1 if exact_nnls else size  # the Gram route's V_S V_S^T and V_S y
+        r_shape = qr.r.shape if compensated else (1, 1)  # R of the best iterates: nearest-plane rounding
         one = jnp.ones((), dtype)
         return OMPState(support_empty(size, dtype), jnp.zeros(n, bool), jnp.zeros(n, bool),
                         jnp.zeros((cache, cache), dtype), jnp.zeros(cache, dtype), jnp.zeros(size, dtype),
                         problem.target, jnp.zeros_like(problem.target), jnp.ones(steps, dtype),
                         jnp.zeros((), dtype), qr, jnp.asarray(0), jnp.asarray(False),
-                        support_empty(size, dtype), jnp.zeros(size, dtype), jnp.zeros_like(qr.r), one, one,
+                        support_empty(size, dtype), jnp.zeros(size, dtype), jnp.zeros(r_shape, dtype), one, one,
                         jnp.asarray(0), jnp.asarray(0),
                         jax.tree.map(lambda x: jnp.broadcast_to(x, (num_marks,) + x.shape),
                                      support_empty(size, dtype)),
-                        jnp.zeros((num_marks, size), dtype), jnp.zeros((num_marks,) + qr.r.shape, dtype),
-                        jnp.full(num_marks, jnp.inf, dtype), jnp.ones(num_marks, bool))
+                        jnp.zeros((num_marks, size), dtype), jnp.zeros((num_marks,) + r_shape, dtype),
+                        jnp.full(num_marks, jnp.inf, dtype), jnp.ones(num_marks, bool),
+                        jnp.zeros(min(pool_size, n), jnp.int32), jnp.zeros((), dtype), jnp.asarray(0),
+                        jnp.asarray(0))
+
+    def full_pass(problem: Problem, s: OMPState, dtype):
+        """The scores <r, v_n> / ||v_n|| of every row not in use, from one pass over V."""
+        corr = matvec(problem, s.resid).astype(dtype)
+        scores = corr / jnp.where(problem.valid, problem.norms, 1.0)
+        return corr, jnp.where(problem.valid & ~s.chosen & ~s.refused, scores, -jnp.inf)
+
+    def candidates(problem: Problem, s: OMPState, dtype, floor):
+        """(the best few scores, their rows, the pool, its bar, atoms left in it, passes, whether this step
+        passed over V). One atom per pass: the pass's best _CANDIDATES rows. Several: the pool's rows scored
+        exactly against the current residual while the pool has atoms left and its best row still scores
+        above the pool's bar (the best score outside the pool at its pass, as far as that pass knew), else a
+        new pass and its pool of the best `pool_size` rows."""
+        num = min(_CANDIDATES, problem.V.shape[0])
+        if atoms == 1:
+            _, scores = full_pass(problem, s, dtype)
+            best, cand = top_k(scores, num)
+            return best, cand, s.pool, s.pool_bar, s.pool_left, s.passes + 1, jnp.asarray(True)
+        rows_p = take_rows(problem.V, s.pool).astype(dtype)
+        usable = take_rows(problem.valid, s.pool) & ~take_rows(s.chosen, s.pool) & ~take_rows(s.refused, s.pool)
+        norms = jnp.where(usable, take_rows(problem.norms, s.pool), 1.0)
+        pool_scores = jnp.where(usable, (rows_p @ s.resid) / norms, -jnp.inf)
+
+        def from_pool(_):
+            best, j = top_k(pool_scores, min(num, pool_scores.shape[0]))
+            return best, s.pool[j], s.pool, s.pool_bar, s.pool_left - 1, s.passes, jnp.asarray(False)
+
+        def from_pass(_):
+            _, scores = full_pass(problem, s, dtype)
+            best, pool = top_k(scores, s.pool.shape[0])
+            bar = jnp.where(jnp.isfinite(best[-1]), best[-1], 0.0)
+            return best[:num], pool[:num], pool, bar, jnp.asarray(atoms - 1), s.passes + 1, jnp.asarray(True)
+
+        fresh = (s.pool_left <= 0) | ~(jnp.max(pool_scores) > jnp.maximum(floor, s.pool_bar))
+        return jax.lax.cond(fresh, from_pass, from_pool, None)
 
     def step(problem: Problem, s: OMPState) -> OMPState:
         dtype = problem.target.dtype
         eps = jnp.finfo(dtype).eps
         tol = nnls_default_tol(dtype) if nnls_tol is None else nnls_tol
         r = s.resid
-        corr = matvec(problem, r).astype(dtype)
-        scores = corr / jnp.where(problem.valid, problem.norms, 1.0)
-        scores = jnp.where(problem.valid & ~s.chosen & ~s.refused, scores, -jnp.inf)
         t = s.support.count
+        patience = max(_PATIENCE, problem.V.shape[1] // 20)
         # a positive correlation above the rounding level of <r, v_n> / ||v_n||
         floor = _FLOOR * eps * jnp.linalg.norm(r)
         qr, refused = s.qr, s.refused
+        pool, pool_bar, pool_left, passes = s.pool, s.pool_bar, s.pool_left, s.passes + 1
         if exact_nnls:
             # a row in the span of the support (pivot at round-off) cannot lower the residual: of the best
             # few candidates, take the first whose pivot is clear of round-off; those before it are refused
             # until the support loses a row
-            best, cand = top_k(scores, min(_CANDIDATES, scores.shape[0]))
+            best, cand, pool, pool_bar, pool_left, passes, fresh = candidates(problem, s, dtype, floor)
             # the candidates' scores again, compensated (`dot_rows`): the pass's own rounding (~eps ||r||)
             # depends on where a row sits in V, its shard and the batch, and decides near-ties
             rows_c = take_rows(problem.V, cand).astype(dtype)
@@ -272,23 +353,26 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
                 i, found = c[0], c[1]
                 return ~found & (i < n_cand) & above[jnp.minimum(i, n_cand - 1)]
 
-            def try_next(c):  # append candidate i; it is taken if it is above the floor and clear of round-off
+            def try_next(c):  # orthogonalise candidate i; it is taken if above the floor and clear of round-off
                 i, _, _ = c
-                appended, pivot = qr_append(s.qr, rows_c[i], problem.target)
-                return i + 1, above[i] & (pivot > thresh), appended
+                appended = qr_orthogonalize(s.qr, rows_c[i])
+                return i + 1, above[i] & (appended.pivot > thresh), appended
 
-            # one candidate at a time, in order, until one is clear: the first, in the usual case
-            tried, found, appended = jax.lax.while_loop(unclear, try_next,
-                                                        (jnp.asarray(0), jnp.asarray(False), s.qr))
+            # one candidate at a time, in order, until one is clear: the first, in the usual case, outside any
+            # loop (a loop that reads Q made XLA copy Q and R at every step); Q is written once, afterwards
+            start = try_next((jnp.asarray(0), jnp.asarray(False), None))
+            tried, found, appended = jax.lax.cond(
+                unclear(start), lambda c: jax.lax.while_loop(unclear, try_next, c), lambda c: c, start)
             pick = jnp.where(found, tried - 1, 0)
             clear = found & (jnp.arange(n_cand) == pick)
             f = cand[pick]
             add = found & (t < size)
-            none_above = ~above[0]
+            none_above = ~above[0] & fresh
             ahead = jnp.arange(cand.shape[0]) < jnp.where(found, pick, cand.shape[0])
             refused = refused.at[cand].set(take_rows(refused, cand) | (above & ahead & ~clear))
-            qr = jax.tree.map(lambda new, old: jnp.where(add, new, old), appended, s.qr)
+            qr = qr_commit(s.qr, appended, problem.target, add)
         else:
+            corr, scores = full_pass(problem, s, dtype)
             f = jnp.argmax(scores)
             add = (take_rows(scores, f) > floor) & (t < size)
             none_above = ~add
@@ -296,16 +380,20 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
         indices = jnp.where(add, s.support.indices.at[slot].set(f.astype(jnp.int32)), s.support.indices)
         count = t + add.astype(t.dtype)
         active = jnp.arange(size) < count
-        rows = take_rows(problem.V, indices).astype(dtype)
+        gather = lambda: take_rows(problem.V, indices).astype(dtype)  # noqa: E731
         gram, rhs = s.gram, s.rhs  # the Gram route's cache (exact_nnls: unused)
         if exact_nnls:  # Lawson-Hanson from the previous weights, the new coordinate at 0 (feasible)
             x0 = jnp.where(add, s.support.weights.at[slot].set(0.0), s.support.weights)
             x0_lo = jnp.where(add, s.weights_lo.at[slot].set(0.0), s.weights_lo)
-            x, x_lo, keep, qr, (resid, resid_lo) = active_set_nnls(rows.T, problem.target, x0, qr, x_lo=x0_lo,
-                                                                   refine=_REFINE, r0=(s.resid, s.resid_lo))
+            # plain refits gather the support rows only where a column is dropped, and report no gap
+            rows = gather() if compensated else None
+            x, x_lo, keep, qr, (resid, resid_lo) = active_set_nnls(
+                rows.T if compensated else lambda: gather().T, problem.target, x0, qr, x_lo=x0_lo,
+                refine=_REFINE if compensated else 0, r0=(s.resid, s.resid_lo))
             keep = keep & active & (x > 0)
-            kkt = _kkt_rows(rows, problem.target, resid, x, keep)
+            kkt = _kkt_rows(rows, problem.target, resid, x, keep) if compensated else jnp.full((), jnp.nan, dtype)
         else:  # warm start: previous weights plus the exact non-negative step on the new coordinate
+            rows = gather()
             col = jnp.where(active, rows @ rows[slot], 0.0)
             gram = jnp.where(add, s.gram.at[:, slot].set(col).at[slot, :].set(col), s.gram)
             rhs = jnp.where(add, s.rhs.at[slot].set(jnp.dot(rows[slot], problem.target)), s.rhs)
@@ -331,7 +419,8 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
         idle = jnp.where(add, 0, s.idle + 1)
         support = Support(indices, x, count)
         better = err < s.best_error
-        best, best_lo, best_r = jax.tree.map(lambda new, old: jnp.where(better, new, old), (support, x_lo, qr.r),
+        r_now = qr.r if compensated else s.best_r  # plain weights are rounded plainly: no R is kept
+        best, best_lo, best_r = jax.tree.map(lambda new, old: jnp.where(better, new, old), (support, x_lo, r_now),
                                              (s.best, s.best_lo, s.best_r))
         # the greedy path: size m's run takes this step's iterate iff the step began with fewer than m rows
         # and within its budget of steps; after the first step that does not, it has stopped for good
@@ -339,19 +428,20 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
         improves = taking & (err < s.marks_error)
         pick_new = lambda new, old: jnp.where(  # noqa: E731
             improves.reshape((-1,) + (1,) * (old.ndim - 1)), jnp.broadcast_to(new, old.shape), old)
-        marks, marks_lo, marks_r = jax.tree.map(pick_new, (support, x_lo, qr.r), (s.marks, s.marks_lo, s.marks_r))
+        marks, marks_lo = jax.tree.map(pick_new, (support, x_lo), (s.marks, s.marks_lo))
+        marks_r = jax.tree.map(pick_new, qr.r, s.marks_r) if compensated else s.marks_r
         marks_error = jnp.where(improves, err, s.marks_error)
         progressed = err < (1 - _PROGRESS) ** 2 * s.mark  # err is squared
         mark = jnp.where(progressed, err, s.mark)
         since = jnp.where(progressed, 0, s.since + 1)
         if exact_nnls:  # no candidate above the floor (top candidates refused by their pivot: go on)
-            stalled = (~add & (none_above | (t >= size))) | (since >= _PATIENCE)
+            stalled = (~add & (none_above | (t >= size))) | (since >= patience)
         else:
-            stalled = (~add & ((res.kkt <= tol) | (idle >= 5))) | (since >= _PATIENCE)
+            stalled = (~add & ((res.kkt <= tol) | (idle >= 5))) | (since >= patience)
         return OMPState(support, chosen, refused, gram, rhs, x_lo, resid, resid_lo,
                         s.errors.at[s.iteration].set(err), kkt, qr, idle, stalled, best, best_lo, best_r,
                         jnp.minimum(err, s.best_error), mark, since, s.iteration + 1, marks, marks_lo, marks_r,
-                        marks_error, taking)
+                        marks_error, taking, pool, pool_bar, pool_left, passes)
 
     def done(s: OMPState) -> jax.Array:
         return s.stalled | (s.iteration >= steps)
@@ -360,13 +450,17 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
         it = s.iteration
         errors = jnp.where(jnp.arange(steps) < it, s.errors, s.errors[jnp.maximum(it - 1, 0)])
         weights = s.best.weights
-        if exact_nnls:  # the weights are pairs (hi, lo): round them by nearest plane on the support's R
+        if exact_nnls and compensated:  # the weights are pairs (hi, lo): round them by nearest plane on R
             weights = round_nearest_plane(s.best_r, weights, s.best_lo, s.best.count)
-        info = {"errors": errors, "iterations": it, "nnls_kkt": s.kkt}
+        elif exact_nnls:
+            weights = weights + s.best_lo
+        info = {"errors": errors, "iterations": it, "nnls_kkt": s.kkt, "passes": s.passes}
         if num_marks:
             path_weights = s.marks.weights
-            if exact_nnls:
+            if exact_nnls and compensated:
                 path_weights = jax.vmap(round_nearest_plane)(s.marks_r, path_weights, s.marks_lo, s.marks.count)
+            elif exact_nnls:
+                path_weights = path_weights + s.marks_lo
             info.update(path_indices=s.marks.indices, path_weights=path_weights, path_errors=s.marks_error)
         return s.best.indices, weights, info
 
