@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import time
 import warnings
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -15,6 +15,8 @@ import numpy as np
 from ..interop import io as _io
 from ..posterior_driven import support as _support  # (registers the posterior-driven methods)
 from ..features import projection as _projection
+from ..features import taylor as _taylor
+from ..weighting.pihat import GaussianApproximation
 from ..core import Coreset, Model
 from ..core import checks as _checks
 from ..core import mesh as _mesh
@@ -27,12 +29,15 @@ from .vectors import build, build_checked, prefetch_build, check_finite_result, 
 from ..compilation import full_precision
 from ..core import caller
 
-__all__ = ["coreset"]
+__all__ = ["NORMS", "TAYLOR_BUDGET", "TAYLOR_METHODS", "coreset", "feature_plan"]
+
+NORMS = ("fisher", "l2", "centered", "taylor")
+TAYLOR_METHODS = ("omp",)  # the methods whose automatic features become second-order ones at D >= 30
 
 
 @full_precision
 def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = None,
-            key: Optional[jax.Array] = None, *, norm: str = "fisher", num_features: Optional[int] = None,
+            key: Optional[jax.Array] = None, *, norm: Optional[str] = None, num_features: Optional[int] = None,
             pi_hat: Any = None, dtype=None, init: Any = None, return_vectors: bool = False,
             support: Any = None, support_rows: Any = None, certify: bool = False, tol: Optional[float] = None,
             candidate_rows: Optional[int] = None, **options):
@@ -109,7 +114,8 @@ def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = N
         cs = _certified(model, data, cs, key)
         return (cs, V) if return_vectors else cs
     construction = resolve(method)
-    _validate.check_choice(norm, ("fisher", "l2", "centered"), "norm")
+    if norm is not None:
+        _validate.check_choice(norm, NORMS, "norm")
     n = _checks.check_model_data(model, data)
     size = _validate.check_size(size, n)
     num_features = _check_features(num_features)
@@ -128,45 +134,112 @@ def coreset(model: Model, data: Any, size: Optional[int] = None, method: Any = N
     key_pi, key_theta, key_proj, key_solve = _validate.split_key(key, 4)
     if construction.needs == "posterior":
         return _posterior(model, data, n, size, construction, opts, key, support_method, rows, pi_hat, init,
-                          norm, num_features, dtype, return_vectors)
+                          "fisher" if norm is None else norm, num_features, dtype, return_vectors)
+    dim = _parameter_dim(model, data, pi_hat, init)
+    approx = None
+    if dim is None:  # D from pi_hat itself (a model with neither dim nor init_params)
+        approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
+        dim = _draw_dim(approx, key_theta)
+    plan = feature_plan(norm, num_features, construction, dim, size, n, candidates, pi_hat, options)
+    norm, num_features, candidates = plan.norm, plan.num_features, plan.candidates
+    options = dict(options, **plan.solver_options)
     v_rows = n if candidates is None else candidates
     solver_options = construction.check_options({k: v for k, v in options.items()
                                                  if k not in ("refit", "compress", "compress_tol")})
+    check_fits(construction, size, (v_rows, num_features), jnp.float32 if dtype is None else dtype,
+               _device_of(data), solver_options)
 
-    def check_state_fits(j: int) -> None:
-        """ValueError, before any work, if the solver's state for V of (rows, j) cannot fit."""
-        check_fits(construction, size, (v_rows, j), jnp.float32 if dtype is None else dtype, _device_of(data),
-                   solver_options)
-
-    def prefetch(j: int):
+    def prefetch():
         """Compile the solver on one core while pi_hat and the projection pass over the data on the others
         (V's shape and dtype are known before either)."""
-        return _prefetch(construction, size, options, data, v_rows, j, dtype, key_solve)
+        return _prefetch(construction, size, options, data, v_rows, num_features, dtype, key_solve)
 
-    if num_features is None:
-        dim = _parameter_dim(model, data, pi_hat, init)
-        if dim is not None:
-            num_features = _default_features(construction, dim, size, v_rows, pi_hat)
-    if num_features is not None:  # the solver's compilation starts once pi_hat's program is lowered
-        check_state_fits(num_features)
+    if approx is None:  # the solver's compilation starts once pi_hat's program is lowered
         started = []
         approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n,
-                                then=lambda: started.append(prefetch(num_features)))
+                                then=lambda: started.append(prefetch()))
         prefetched = started[0]
-    else:  # D from pi_hat itself (a model with neither dim nor init_params)
-        approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
-        num_features = _default_features(construction, _draw_dim(approx, key_theta), size, v_rows, pi_hat)
-        check_state_fits(num_features)
-        prefetched = prefetch(num_features)
+    else:
+        prefetched = prefetch()
     V, stats, target, picked = _vectors(model, data, approx, key_theta, key_proj, norm, num_features, dtype,
                                         candidates, n)
     compress, compress_tol = options.pop("compress", "auto"), options.pop("compress_tol", 3e-3)
     cs = build_checked(V, stats, size, construction, key_solve, compress, compress_tol, options, target=target,
                        rows=picked, n_total=n, prefetched=prefetched)
-    cs = Coreset(cs.indices, cs.weights, cs.info, cs.method,
+    info = dict(cs.info, features=plan.record())
+    if norm == "taylor":  # the KL the residual predicts (`features.taylor`, Eq. (*))
+        y2 = jnp.sum(jnp.square(jnp.sum(V.astype(jnp.float32), axis=0) if target is None else target))
+        info["predicted_kl"] = _taylor.predicted_kl(y2 * jnp.square(cs.info["relative_error"]))
+    cs = Coreset(cs.indices, cs.weights, info, cs.method,
                  dict(cs.settings, norm=norm, num_features=num_features, key=key_data(key),
                       data_digest=_io.digest(data)))
     return (cs, V) if return_vectors else cs
+
+
+# V entries (rows x J) up to which the second-order features are computed for every row (512 MB in float32);
+# beyond, for as many candidate rows as fit in it (at least 4 per point), with the full data's sum as target
+TAYLOR_BUDGET = 1 << 27
+TAYLOR_Q_ENTRIES = 1 << 24  # the automatic size's largest OMP factor Q (capacity x J entries, 64 MB)
+
+
+class FeaturePlan(NamedTuple):
+    """What `cj.coreset` projects onto, and why: the norm, J, the candidate rows (None: every row), the options
+    it gives the solver, and the reason in words (recorded as `info["features"]`)."""
+
+    norm: str
+    num_features: int
+    candidates: Optional[int]
+    solver_options: dict
+    reason: str
+
+    def record(self) -> dict:
+        return {"norm": self.norm, "num_features": self.num_features, "candidate_rows": self.candidates,
+                "reason": self.reason}
+
+
+def feature_plan(norm: Optional[str], num_features: Optional[int], construction, dim: int, size: Optional[int],
+                 n: int, candidates: Optional[int], pi_hat: Any, options: dict) -> FeaturePlan:
+    """The features for a vector method (`coreset`'s `norm`, `num_features`, `candidate_rows`).
+
+    norm=None: "taylor" (`features.taylor`: the exact second-order moments at pi_hat's mean) for OMP when a
+    posterior's D (D + 3) / 2 second-order moments outnumber the MAX_FEATURES = 500 random features of the
+    default projection (D >= 30), and pi_hat is Gaussian (the Laplace default) or given as samples; else
+    "fisher" (HC Eq. 5.7). With "taylor", J = D (D + 3) / 2; V holds every row while rows x J is at most
+    TAYLOR_BUDGET, else that many entries' worth of candidate rows (at least 4 per point); OMP refits plainly
+    (`compensated=False`: its fit stays far above float32's rounding)."""
+    j_taylor = _taylor.num_features(dim)
+    gaussian = pi_hat is None or (isinstance(pi_hat, str) and pi_hat == "laplace") or _given_samples(pi_hat) \
+        or isinstance(pi_hat, GaussianApproximation)
+    if norm is None:
+        if construction.name in TAYLOR_METHODS and gaussian and j_taylor > _projection.MAX_FEATURES \
+                and num_features is None:
+            norm = "taylor"
+            reason = (f"the {j_taylor} = D (D + 3) / 2 second-order moments of a D = {dim} posterior outnumber "
+                      f"the default projection's {_projection.MAX_FEATURES} random features")
+        else:
+            norm = "fisher"
+            reason = "the default projection (HC Eq. 5.7)"
+    else:
+        _validate.check_choice(norm, NORMS, "norm")
+        reason = "norm given"
+    if norm != "taylor":
+        if num_features is None:
+            num_features = _default_features(construction, dim, size, n if candidates is None else candidates,
+                                             pi_hat)
+        return FeaturePlan(norm, num_features, candidates, {}, reason)
+    if num_features is not None and num_features != j_taylor:
+        raise ValueError(f"num_features: the second-order features of a D = {dim} model are D (D + 3) / 2 = "
+                         f"{j_taylor}; leave num_features unset with norm='taylor'")
+    if not gaussian:
+        raise ValueError("pi_hat: norm='taylor' expands the log-likelihoods at a Gaussian pi_hat's mean ('laplace', "
+                         "a cj.laplace result, or samples); use norm='fisher' with this pi_hat")
+    if candidates is None and n * j_taylor > TAYLOR_BUDGET:
+        candidates = min(n, max(TAYLOR_BUDGET // j_taylor, _support.MIN_ROWS_PER_POINT * (size or 1)))
+        candidates = None if candidates >= n else candidates
+        if candidates is not None:
+            reason += f"; {candidates} candidate rows (V at every row would hold {n * j_taylor:.3g} entries)"
+    extra = {"compensated": False} if construction.name == "omp" and "compensated" not in options else {}
+    return FeaturePlan("taylor", j_taylor, candidates, extra, reason)
 
 
 def _check_features(num_features: Any) -> Optional[int]:
@@ -261,6 +334,18 @@ def resolve_candidates(candidate_rows: Any, n: int, size: int, construction, dat
 def _vectors(model, data, approx, key_theta, key_proj, norm, num_features, dtype, candidates, n):
     """(V, matrix_stats(V), target, candidate rows): V for every row (target and rows None), or for
     `candidates` rows (`_candidate_rows`) with the full data's sum as the target."""
+    if norm == "taylor":
+        mean, cov = _gaussian_summary(approx)
+        if candidates is None:
+            V = _taylor.taylor_features(model, data, mean, cov, dtype=dtype)
+            return V, _projection.matrix_stats_jit(V), None, None
+        if _full_laplace(approx):  # the target's Hessian part is the fit's own: gradients alone suffice
+            target, norms = _taylor.target_and_scores(model, data, mean, cov, jax.random.fold_in(key_proj, 3))
+        else:
+            target, norms = _taylor.taylor_sum_and_norms(model, data, mean, cov)
+        picked = _taylor.candidates(jax.random.fold_in(key_proj, 7), norms, candidates)
+        V = _taylor.candidate_features(model, data, mean, cov, picked, dtype=dtype)
+        return V, _projection.matrix_stats_jit(V), target, picked
     if candidates is None:
         V, stats = _projection.features(model, data, approx, key_theta, key_proj, norm, num_features, dtype)
         return V, stats, None, None
@@ -268,6 +353,24 @@ def _vectors(model, data, approx, key_theta, key_proj, norm, num_features, dtype
     picked = _candidate_rows(model, data, thetas, jax.random.fold_in(key_proj, 7), candidates)
     V, stats, target = _projection.candidate_features(model, data, thetas, key_proj, norm, picked, dtype)
     return V, stats, target, picked
+
+
+def _full_laplace(approx) -> bool:
+    """Whether pi_hat is a Laplace fit on every row (its precision is then the full data's Hessian there)."""
+    info = getattr(approx, "info", None) or {}
+    return isinstance(approx, GaussianApproximation) and info.get("method") in ("newton", "optax") \
+        and info.get("subsample", 0) is None
+
+
+def _gaussian_summary(approx) -> tuple:
+    """(mean, cov) of a Gaussian pi_hat, or of samples given as pi_hat."""
+    if isinstance(approx, GaussianApproximation):
+        return approx.mean, approx.cov
+    thetas = jnp.asarray(approx.thetas, jnp.float32)
+    if thetas.shape[0] <= thetas.shape[1]:
+        raise ValueError(f"pi_hat: norm='taylor' needs more samples than D = {thetas.shape[1]} for their covariance, "
+                         f"got {thetas.shape[0]}")
+    return jnp.mean(thetas, axis=0), jnp.cov(thetas, rowvar=False)
 
 
 LEVERAGE_THETAS = 8  # draws of pi_hat at which the candidates' leverage is averaged
@@ -347,22 +450,27 @@ def _auto(model, data, size, method, key, tol, *, norm, num_features, pi_hat, dt
                          f"{construction.name!r} is posterior-driven: give it a size, then cj.refine or cj.certify")
     if support is not None or support_rows is not None:
         raise ValueError("support: only posterior-driven methods take a support; leave it unset with tol=")
-    _validate.check_choice(norm, ("fisher", "l2", "centered"), "norm")
+    if norm is not None:
+        _validate.check_choice(norm, NORMS, "norm")
     n = _checks.check_model_data(model, data)
     num_features = _check_features(num_features)
     key = key_for(construction, key)
     key_pi, key_theta, key_proj, key_solve = _validate.split_key(key, 4)
     candidates = resolve_candidates(candidate_rows, n, 1, construction, data, return_vectors, options)
     approx = None
-    if num_features is None:  # no M yet: J from D and the rows alone
-        dim = _parameter_dim(model, data, pi_hat, init)
-        if dim is None:
-            approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
-            dim = _draw_dim(approx, key_theta)
-        num_features = _default_features(construction, dim, None, n if candidates is None else candidates, pi_hat)
+    dim = _parameter_dim(model, data, pi_hat, init)
+    if dim is None:
+        approx = resolve_pi_hat(pi_hat, model, data, key_pi, init, checked_n=n)
+        dim = _draw_dim(approx, key_theta)
+    plan = feature_plan(norm, num_features, construction, dim, None, n, candidates, pi_hat, options)  # no M yet
+    norm, num_features, candidates = plan.norm, plan.num_features, plan.candidates
+    options = dict(options, **plan.solver_options)
     limit = _auto_size.default_limit(n) if size is None else _validate.check_size(size, n)
     if candidates is not None:  # a size M is searched on at least 4 M candidates
         limit = min(limit, max(1, candidates // _support.MIN_ROWS_PER_POINT))
+    if norm == "taylor" and size is None:  # J points fit the J moments exactly, and a step's cost grows with
+        # the capacity: 3 J / 4, and Q (capacity x J) at most TAYLOR_Q_ENTRIES (tol / 4 took J / 2 at D = 100)
+        limit = min(limit, (3 * num_features) // 4, max(TAYLOR_Q_ENTRIES // num_features, 1))
     shape = (n if candidates is None else candidates, num_features)
     vdtype, device = jnp.float32 if dtype is None else dtype, _device_of(data)
     plain = {k: v for k, v in options.items() if k not in ("refit", "compress", "compress_tol")}
@@ -412,8 +520,28 @@ def _auto(model, data, size, method, key, tol, *, norm, num_features, pi_hat, dt
                                  dict(run.settings, size=m, options=own, greedy_path_of=capacity))
             return out
 
+    predicted = None
+    if norm == "taylor" and build_path is not None:
+        y2 = float(jnp.sum(jnp.square(jnp.sum(V.astype(jnp.float32), axis=0) if target is None else target)))
+
+        def predicted(first: int, deeper: bool):
+            """One OMP run at the limit: the grid's coresets, and their KLs predicted from its residuals
+            (`features.taylor`, Eq. (*)); it stops once the prediction is below PREDICTED_STOP x tol (`deeper`:
+            the smallest of PREDICTED_ASCENT x tol)."""
+            grid = _auto_size.predicted_grid(first, limit)
+            fraction = min(_auto_size.PREDICTED_ASCENT) if deeper else _auto_size.PREDICTED_STOP
+            stop = 2.0 * fraction * tol / max(y2, 1e-30)
+            options.setdefault("stop_error", stop)
+            built = build_path(limit, grid[:-1])
+            options.pop("stop_error")
+            kl = {m: float(_taylor.predicted_kl(y2 * float(cs.info["relative_error"]) ** 2))
+                  for m, cs in built.items()}
+            return built, kl
+
     cs = _auto_size.auto_coreset(model, data, n, tol, limit, construction, jax.random.fold_in(key, 1), build_at,
-                                 build_path=build_path, screen=_screen(model, data, n, key))
+                                 build_path=build_path, screen=_screen(model, data, n, key), predicted=predicted)
+    cs = Coreset(cs.indices, cs.weights, dict(cs.info, features=plan.record()), cs.method, cs.settings,
+                 cs.certificate)
     return (cs, V) if return_vectors else cs
 
 

@@ -355,7 +355,8 @@ def _compact_order(keep: Array) -> Array:
 
 
 def active_set_nnls(columns: Array, y: Array, x: Array, f: QR, x_lo: Array | None = None,
-                    refine: int = 8, r0: tuple[Array, Array] | None = None) -> tuple[Array, Array, QR]:
+                    refine: int = 8, r0: tuple[Array, Array] | None = None,
+                    appended_only: bool = False) -> tuple[Array, Array, QR]:
     """The inner loop of Lawson & Hanson's NNLS (1974, Algorithm 23.10, steps 6-11) on the support of `f`.
 
     `columns` (J, k) are the support's columns in the input's slot order (or a function returning them), `x`
@@ -377,7 +378,9 @@ def active_set_nnls(columns: Array, y: Array, x: Array, f: QR, x_lo: Array | Non
     until dr is below eps ||r||, a step fails to halve, or `refine` steps (one only when the first step
     already left the feasible set: it decides which coordinate reaches 0 first). `refine = 0` keeps to the
     working precision throughout: the first step only, and after the ratio test the residual of
-    x + alpha (z - x) as r_x + alpha (r_z - r_x), so the columns are never read. Each step shrinks the error
+    x + alpha (z - x) as r_x + alpha (r_z - r_x), so the columns are never read. `appended_only` (with
+    `r0`): r0 is the residual of a least-squares fit on every column but the last (one column was just
+    appended), so the first pass's Q^T r0 has one entry and reads one column of Q, not all of them. Each step shrinks the error
     by about eps kappa(A_S D) (D any column scaling), so z converges below the working precision. Refining z
     alone, z += R^{-1} Q^T (y - A z), stops at eps kappa(A) ||r|| / ||A z|| relative, whatever the precision
     of the residual, because the stored Q spans A's columns only to eps: measured 1e-3 in float32 on
@@ -399,7 +402,7 @@ def active_set_nnls(columns: Array, y: Array, x: Array, f: QR, x_lo: Array | Non
     def expand(passive, z_compact):  # compact slots -> the input's slots
         return jnp.zeros(k, z_compact.dtype).at[_compact_order(passive)].set(z_compact)
 
-    def least_squares(passive, f, z, z_lo, r, r_lo):
+    def least_squares(passive, f, z, z_lo, r, r_lo, first=False):
         """The least squares on the passive set from z (0 elsewhere) and its residual pair (r, r_lo): one
         plain step, then compensated ones (docstring above). Returns (z, z_lo, r, r_lo)."""
         active = ar < f.count
@@ -432,10 +435,17 @@ def active_set_nnls(columns: Array, y: Array, x: Array, f: QR, x_lo: Array | Non
                     size_next, it + 1, limit)
 
         # first step in working precision (the classical z += R^{-1} Q^T r): cheap, and accurate to eps kappa
-        c = jnp.where(active, f.qt @ r, 0.0)
+        if appended_only and first:  # r is orthogonal to all columns but the last: Q^T r has one entry
+            last = jnp.maximum(f.count - 1, 0)
+            c_last = jnp.where(f.count > 0, jnp.dot(f.qt[last], r), 0.0)
+            c = jnp.where(ar == last, c_last, 0.0)
+            dr = c_last * f.qt[last]
+        else:
+            c = jnp.where(active, f.qt @ r, 0.0)
+            dr = c @ f.qt
         dz = jnp.where(passive, expand(passive, solve_upper(f.r, c)), 0.0)
         z, z_lo = _df_add(z, z_lo, dz)
-        r, r_lo = _df_add(r, r_lo, -(c @ f.qt))
+        r, r_lo = _df_add(r, r_lo, -dr)
         if refine < 1:
             return z, z_lo, r, r_lo
         # a solution that goes infeasible gets one compensated step (enough to tell which coordinate
@@ -461,7 +471,11 @@ def active_set_nnls(columns: Array, y: Array, x: Array, f: QR, x_lo: Array | Non
         else:  # the caller's residual of x on the first pass; x moved on later passes
             r, r_lo = jax.lax.cond(it == 0, lambda: (r, r_lo), lambda: residual_of(x, x_lo))
         r_x = r
-        z, z_lo, r, r_lo = least_squares(passive, f, x, x_lo, r, r_lo)
+        if appended_only:  # the caller's r0 is the residual of a fit on all columns but the last
+            z, z_lo, r, r_lo = jax.lax.cond(it == 0, lambda: least_squares(passive, f, x, x_lo, r, r_lo, True),
+                                            lambda: least_squares(passive, f, x, x_lo, r, r_lo))
+        else:
+            z, z_lo, r, r_lo = least_squares(passive, f, x, x_lo, r, r_lo)
         bad = passive & (z <= 0)
         feasible = ~jnp.any(bad)
         ratio = jnp.where(bad, x / jnp.where(bad, x - z, 1.0), jnp.inf)

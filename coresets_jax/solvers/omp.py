@@ -219,7 +219,7 @@ def atoms_per_pass_for(size: int) -> int:
 
 def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
         exact_nnls: bool = True, path_sizes: tuple = (), max_iter: Optional[int] = None,
-        atoms_per_pass: Optional[int] = None, compensated: bool = True) -> Solver:
+        atoms_per_pass: Optional[int] = None, compensated: bool = True, stop_error: float = 0.0) -> Solver:
     """OMP with budget `size` (capacity).
 
     max_iter: the most steps (selections and refits; one pass over V each). None (default): 2 * size. The
@@ -240,12 +240,16 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
     next k selections choose among them on their exact correlations with the current residual (module
     docstring, "Large coresets").
 
+    stop_error: stop once the squared relative error ||y - V^T w||^2 / ||y||^2 is at most this (default 0:
+    never); the greedy path's larger sizes then keep the last iterate.
+
     compensated: True (default) refines each least squares in compensated arithmetic (module docstring);
     False solves it in the working precision only, for features whose fit stays far above the rounding level
     (the second-order features of `features.taylor`), at a fraction of the cost per step.
     """
     exact_nnls = check_bool(exact_nnls, "exact_nnls")
     compensated = check_bool(compensated, "compensated")
+    stop_error = check_nonneg_float(stop_error, "stop_error")
     atoms = atoms_per_pass_for(size) if atoms_per_pass is None else check_positive_int(atoms_per_pass,
                                                                                         "atoms_per_pass")
     if atoms > 1 and not exact_nnls:
@@ -389,7 +393,7 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
             rows = gather() if compensated else None
             x, x_lo, keep, qr, (resid, resid_lo) = active_set_nnls(
                 rows.T if compensated else lambda: gather().T, problem.target, x0, qr, x_lo=x0_lo,
-                refine=_REFINE if compensated else 0, r0=(s.resid, s.resid_lo))
+                refine=_REFINE if compensated else 0, r0=(s.resid, s.resid_lo), appended_only=not compensated)
             keep = keep & active & (x > 0)
             kkt = _kkt_rows(rows, problem.target, resid, x, keep) if compensated else jnp.full((), jnp.nan, dtype)
         else:  # warm start: previous weights plus the exact non-negative step on the new coordinate
@@ -438,6 +442,7 @@ def omp(size: int, nnls_max_iter: int = 1000, nnls_tol: Optional[float] = None,
             stalled = (~add & (none_above | (t >= size))) | (since >= patience)
         else:
             stalled = (~add & ((res.kkt <= tol) | (idle >= 5))) | (since >= patience)
+        stalled = stalled | (err <= stop_error)
         return OMPState(support, chosen, refused, gram, rhs, x_lo, resid, resid_lo,
                         s.errors.at[s.iteration].set(err), kkt, qr, idle, stalled, best, best_lo, best_r,
                         jnp.minimum(err, s.best_error), mark, since, s.iteration + 1, marks, marks_lo, marks_r,
