@@ -165,7 +165,7 @@ def _best_unreached(tried: dict) -> int:
 
 def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, construction: Construction,
                  key: jax.Array, build_at, sample_kwargs: Optional[dict] = None, draw=None, judge=None,
-                 dim: Optional[int] = None, build_path=None, screen=None, predicted=None) -> Coreset:
+                 dim: Optional[int] = None, build_path=None, screen=None, predicted=None, switch=None) -> Coreset:
     """The search (module docstring). `build_at(size) -> Coreset` builds the method's coreset at a size on the
     shared projection (it checks the memory); `key` drives the draws. `draw(cs, key, init) -> Posterior` and
     `judge(cs, draws) -> Certificate` default to NUTS on `data` (`SAMPLING`) and `cj.certify` against `data`
@@ -183,7 +183,12 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
     `predicted(first, deeper) -> (coresets, kl)` (optional; second-order features, module docstring, 8): one
     run that builds the coresets of a grid of sizes from `first` up to the limit, and the KL each is predicted
     to have, down to PREDICTED_STOP x tol (`deeper`: to the smallest of PREDICTED_ASCENT x tol); the search then
-    certifies the sizes the prediction points to (`search_predicted`) instead of doubling."""
+    certifies the sizes the prediction points to (`search_predicted`) instead of doubling.
+
+    `switch(best, saturated) -> (Coreset, entries) or None` (optional): where no size passes, another strategy
+    from the best coreset (more features, or weights trained against the full data: `cj.coreset` chooses); its
+    coreset, certified, is returned where it passes tol or has the lower KL estimate, and `entries` join the
+    path. The warning that no size reached tol is given only when the switch did not reach it either."""
     from ..certification import certify
     from ..inference import sample
 
@@ -331,6 +336,17 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
         if screening and not confirm(best_size) and passes(tried[best_size][0].certificate, tol):
             hi = best_size
     best = tried[best_size][0]
+    samples = tried[best_size][1].samples
+    if hi is None and switch is not None:
+        switched = switch(best, None if saturated is None else saturated[2])
+        if switched is not None:
+            other, entries = switched
+            path.extend(entries)
+            if passes(other.certificate, tol) or (other.certificate.verdict != "unreliable"
+                                                  and other.certificate.kl < best.certificate.kl):
+                best, hi = other, (other.capacity if passes(other.certificate, tol) else None)
+                best_size = other.capacity
+                samples = other.info.get("samples", samples)
     if hi is None:
         cert = best.certificate
         reached = f"{cert.kl:.3g} ± {cert.kl_se:.2g}"
@@ -355,7 +371,7 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
                 f"its KL estimate {cert.kl:.3g} + {Z:g} standard errors is above tol = {tol}, so it is not "
                 f"good for this tolerance (else: {cert.reason})"))
             best = best.with_certificate(cert)
-    info = dict(best.info, path=path, tol=tol, limit=limit, samples=tried[best_size][1].samples,
+    info = dict(best.info, path=path, tol=tol, limit=limit, samples=samples,
                 saturated_at=None if saturated is None else saturated[2])
     return Coreset(best.indices, best.weights, info, best.method, dict(best.settings, tol=tol, limit=limit,
                                                                         size="auto"), best.certificate)

@@ -440,8 +440,12 @@ def _device_of(data: Any):
     return sorted(devices, key=lambda d: d.id)[0] if devices else None
 
 
+GROWN_FEATURES = 4  # where the automatic size's coreset stops growing, J grows this many times (memory allowing)
+SWITCH_REFINE = "quasi_newton"  # ... and where no size reaches tol, the best one's weights are trained by this
+
+
 def _auto(model, data, size, method, key, tol, *, norm, num_features, pi_hat, dtype, init, return_vectors,
-          support, support_rows, candidate_rows, options):
+          support, support_rows, candidate_rows, options, grown: bool = False):
     """`cj.coreset(..., tol=...)`: validation, pi_hat and the projection once, then `auto_size.auto_coreset`."""
     tol = _validate.check_positive_float(tol, "tol")
     construction = resolve(method)
@@ -538,8 +542,47 @@ def _auto(model, data, size, method, key, tol, *, norm, num_features, pi_hat, dt
                   for m, cs in built.items()}
             return built, kl
 
+    def switch(best: Coreset, saturated: Optional[int]):
+        """Where no size reaches tol: a projection GROWN_FEATURES times larger where the coreset stopped
+        growing (it fit all J features: more of them tell more points apart), then the best coreset's weights
+        trained against the full data (`cj.refine` with SWITCH_REFINE), each judged by its certificate."""
+        from ..posterior_driven.refine import refine  # (moves above the stages with the workflows)
+
+        entries = []
+        if saturated is not None and norm != "taylor" and not grown:
+            bigger = GROWN_FEATURES * num_features
+            try:
+                check_fits(construction, limit, (shape[0], bigger), vdtype, device, opts)
+                check_fits(construction, 1, (shape[0], bigger), vdtype, device, opts)
+            except ValueError:
+                bigger = None
+            if bigger is not None:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    wider = _auto(model, data, size, method, key, tol, norm=norm, num_features=bigger,
+                                  pi_hat=approx, dtype=dtype, init=init, return_vectors=False, support=None,
+                                  support_rows=None, candidate_rows=candidate_rows, options=dict(options),
+                                  grown=True)
+                entries += [dict(e, strategy=f"{bigger} features") for e in wider.info["path"]]
+                if _auto_size.passes(wider.certificate, tol):
+                    return wider, entries
+                if wider.certificate.kl < best.certificate.kl:
+                    best = wider
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            refined = refine(model, data, best, jax.random.fold_in(key, 2), method=SWITCH_REFINE)
+        cert = refined.certificate
+        entries.append({"size": best.capacity, "points": int(refined.num_points), "kl": float(cert.kl),
+                        "kl_se": float(cert.kl_se), "khat": float(cert.khat), "verdict": cert.verdict,
+                        "passed": _auto_size.passes(cert, tol), "screened": False,
+                        "seconds": time.perf_counter() - t0, "strategy": f"refine ({SWITCH_REFINE})",
+                        "kept": refined.info["kept"]})
+        return refined, entries
+
     cs = _auto_size.auto_coreset(model, data, n, tol, limit, construction, jax.random.fold_in(key, 1), build_at,
-                                 build_path=build_path, screen=_screen(model, data, n, key), predicted=predicted)
+                                 build_path=build_path, screen=_screen(model, data, n, key), predicted=predicted,
+                                 switch=None if grown else switch)
     cs = Coreset(cs.indices, cs.weights, dict(cs.info, features=plan.record()), cs.method, cs.settings,
                  cs.certificate)
     return (cs, V) if return_vectors else cs
