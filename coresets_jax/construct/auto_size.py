@@ -26,10 +26,8 @@ over the data. The search asks it at a sequence of sizes, reusing what does not 
    "unreliable" are left out of that choice unless every size is.
 6. If two failing sizes in a row build coresets of the same number of points, fewer than the smaller size,
    the method has stopped adding points (OMP fits the J projected features exactly with at most J points),
-   and every larger size would build the same coreset: the search stops there and warns that more features
-   (`num_features`), not a larger size, could help. Logistic regression with D = 50 at N = 10^5
-   (benchmarks/vs_peers.py) stopped growing at 500 points with J = 500 and KL 4.8, after trying sizes up
-   to 4096 for 442 s.
+   and every larger size would build the same coreset: the search stops there, and `cj.coreset` switches
+   strategy (its `switch`): a projection with more features, then weights trained against the full data.
 
 7. Screening (ours; `certification.screen`). A certificate's pass over all N rows costs N x S log-likelihood
    evaluations at every size tried (1.4 s per size at N = 10^6, S = 1000, D = 10 on 2 CPU cores). Where the data
@@ -351,21 +349,21 @@ def auto_coreset(model: Model, data: Any, n: int, tol: float, limit: int, constr
         cert = best.certificate
         reached = f"{cert.kl:.3g} ± {cert.kl_se:.2g}"
         if saturated is None:
-            warnings.warn(f"coreset: no size up to {limit} reached KL <= {tol} nats (the best, size {best_size} "
-                          f"with {best.num_points} points, reached an estimated KL of {reached}, verdict "
+            tried_too = sorted({e["strategy"] for e in path if "strategy" in e})
+            also = f" ({' and '.join(tried_too)} did not reach it either)" if tried_too else ""
+            warnings.warn(f"coreset: no size up to {limit} reached KL <= {tol} nats{also} (the best, size "
+                          f"{best_size} with {best.num_points} points, reached an estimated KL of {reached}, verdict "
                           f"{cert.verdict!r}); it is returned; raise size= (the limit), or use a larger tol",
                           RuntimeWarning, stacklevel=caller.stacklevel())
         else:
             a, b, points = saturated
+            tried_too = sorted({e["strategy"] for e in path if "strategy" in e})
+            also = f"; then {' and '.join(tried_too)} did not reach it either" if tried_too else ""
             warnings.warn(f"coreset: the coreset stopped growing at {points} points (sizes {a} and {b} built the "
-                          f"same number), so larger sizes give the same coreset, and none reached KL <= {tol} "
-                          f"nats (the best, size {best_size}, reached an estimated KL of {reached}, verdict "
-                          f"{cert.verdict!r}); it is returned. The method fit its projected features exactly, so a "
-                          "larger size cannot help: raise num_features (J) towards the "
-                          f"{d * (d + 3) // 2} = D (D + 3) / 2 moments that pin a posterior's mean and covariance "
-                          "in D dimensions, with a size up to about that many points (at D = 50 this matched "
-                          "full-data NUTS but cost far more than it), or use full-data MCMC", RuntimeWarning,
-                          stacklevel=caller.stacklevel())
+                          f"same number: the method fit its projected features exactly), and none reached KL <= "
+                          f"{tol} nats{also} (the best reached an estimated KL of {reached}, verdict "
+                          f"{cert.verdict!r}); it is returned. Use a larger tol, or full-data MCMC",
+                          RuntimeWarning, stacklevel=caller.stacklevel())
         if cert.verdict == "good":
             cert = dataclasses.replace(cert, verdict="usable", reason=(
                 f"its KL estimate {cert.kl:.3g} + {Z:g} standard errors is above tol = {tol}, so it is not "
